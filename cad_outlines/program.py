@@ -1,0 +1,139 @@
+"""Program model: ops, parsing program text with lark, rendering ops to text.
+
+A program is ``<program>`` followed by ops and ``</program>``:
+
+- ``Copy(start, end)``: input lines ``start..end`` (1-indexed, inclusive);
+- ``CopyTokens(start, end)``: document tokens ``start..end`` (0-indexed, inclusive)
+  under the model's tokenizer;
+- ``Gen(text)``: new text, held unescaped; rendering escapes it (:mod:`.escape`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Sequence, Union
+
+import lark
+
+from . import escape
+from .grammar import Granularity, load_grammar
+
+PROGRAM_OPEN = "<program>"
+PROGRAM_CLOSE = "</program>"
+GEN_OPEN = "<gen>"
+GEN_CLOSE = "</gen>"
+COPY_OPEN = {"lines": '<copy lines="', "tokens": '<copy tokens="'}
+COPY_CLOSE = '"/>'
+
+
+@dataclass(frozen=True)
+class Copy:
+    """Copy input lines ``start..end`` (1-indexed, inclusive)."""
+
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class CopyTokens:
+    """Copy document tokens ``start..end`` (0-indexed, inclusive)."""
+
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Gen:
+    """Emit new text (unescaped; padding newlines included, see the resolver)."""
+
+    text: str
+
+
+Op = Union[Copy, CopyTokens, Gen]
+
+
+class ProgramParseError(ValueError):
+    """Program text that does not parse.
+
+    Attributes
+    ----------
+    offset
+        Character offset of the error in the program text.
+    expected
+        Sorted names of what the grammar would have accepted there.
+    """
+
+    def __init__(self, message: str, offset: int, expected: Sequence[str] = ()):
+        self.offset = offset
+        self.expected = sorted(expected)
+        detail = f" (expected one of: {', '.join(self.expected)})" if self.expected else ""
+        super().__init__(f"{message} at offset {offset}{detail}")
+
+
+@lru_cache(maxsize=None)
+def _parser(granularity: Granularity) -> lark.Lark:
+    return lark.Lark(load_grammar(granularity), parser="lalr")
+
+
+def parse(text: str, granularity: Granularity = "lines") -> list[Op]:
+    """Parse program text into ops.
+
+    Parameters
+    ----------
+    text
+        Program text, e.g. ``'<program><copy lines="1-3"/></program>'``.
+    granularity
+        ``"lines"`` or ``"tokens"``: which copy form the program uses.
+
+    Raises
+    ------
+    ProgramParseError
+        With the character offset and the expected terminals.
+    """
+    parser = _parser(granularity)
+    try:
+        tree = parser.parse(text)
+    except lark.exceptions.UnexpectedInput as err:
+        names = getattr(err, "expected", None) or getattr(err, "allowed", None) or ()
+        shown = {t.name: (repr(t.pattern.value) if t.pattern.type == "str" else t.name)
+                 for t in parser.terminals}
+        expected = [shown.get(name, name) for name in names]
+        at_end = isinstance(err, lark.exceptions.UnexpectedEOF) or (
+            isinstance(err, lark.exceptions.UnexpectedToken) and err.token.type == "$END")
+        if at_end or err.pos_in_stream in (None, -1):
+            raise ProgramParseError("unexpected end of program", len(text), expected) from None
+        offset = err.pos_in_stream
+        found = text[offset:offset + 12]
+        raise ProgramParseError(f"unexpected {found!r}", offset, expected) from None
+    copy_cls = Copy if granularity == "lines" else CopyTokens
+    ops: list[Op] = []
+    for node in tree.children:
+        if node.data == "copy":
+            start, end = (int(tok) for tok in node.children)
+            ops.append(copy_cls(start, end))
+        else:
+            body = str(node.children[0])[len(GEN_OPEN):-len(GEN_CLOSE)]
+            ops.append(Gen(escape.decode(body)))
+    return ops
+
+
+def render_op(op: Op) -> str:
+    """Render one op to its canonical program text."""
+    if isinstance(op, Gen):
+        return GEN_OPEN + escape.encode(op.text) + GEN_CLOSE
+    granularity = "lines" if isinstance(op, Copy) else "tokens"
+    return f"{COPY_OPEN[granularity]}{op.start}-{op.end}{COPY_CLOSE}"
+
+
+def render(ops: Sequence[Op]) -> str:
+    """Render ops to canonical program text; ``parse(render(ops)) == ops``."""
+    return PROGRAM_OPEN + "".join(render_op(op) for op in ops) + PROGRAM_CLOSE
+
+
+def granularity_of(ops: Sequence[Op]) -> Granularity:
+    """The granularity of a program's copy ops (``"lines"`` when it has none)."""
+    kinds = {type(op) for op in ops if not isinstance(op, Gen)}
+    if len(kinds) > 1:
+        raise ValueError("a program mixes line copies and token copies")
+    return "tokens" if kinds == {CopyTokens} else "lines"
