@@ -1,0 +1,267 @@
+"""Copy-ceiling statistics: how much of each gold edit an oracle program could copy.
+
+Definitions (the Copy-as-Decode paper's copy-ceiling table), with
+``tok(text) = tokenizer.encode(text, add_special_tokens=False)`` and special-token
+spellings read as plain text:
+
+- ``T`` = ``len(tok(gold))``, summed over cases;
+- ``T_copy`` = sum over copy ops of ``len(tok("\\n".join(copied lines)))``; the newline
+  joining a copy to its neighbours is not counted. At token granularity a copy op
+  ``CopyTokens(a, b)`` counts its ``b - a + 1`` tokens, which are gold tokens too;
+- ``T_gen`` = ``T - T_copy``; ``f`` = ``T_copy / T``;
+- ``K`` = number of copy ops; span = tokens per copy op (mean, p50, p95; the
+  percentiles interpolate linearly between ranks, numpy's default, so they can be
+  fractional; tables round them);
+- ``roundtrip_ok`` = number of cases with ``resolve(oracle(doc, gold), doc) == gold``.
+
+This module imports no torch; loading a tokenizer from a folder imports transformers
+lazily.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Literal, Optional, Protocol, Sequence
+
+import numpy as np
+
+from .corpus import Case
+from .oracle import oracle_program, oracle_tokens
+from .program import Copy, CopyTokens
+from .resolver import resolve, split_lines
+
+Granularity = Literal["lines", "tokens"]
+DEFAULT_MIN_SPAN = 8
+
+
+class Tokenization(Protocol):
+    """What the ceiling needs from a tokenizer (``cad_outlines.adapters`` provides it)."""
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of plain text: no BOS/EOS, special-token spellings as text."""
+
+    def token_pieces(self, text: str) -> list[bytes]:
+        """Per-token byte strings of ``encode(text)``; they join to ``text.encode()``."""
+
+
+@dataclass(frozen=True)
+class CaseCeiling:
+    """Copy-ceiling figures of one case."""
+
+    id: str
+    T: int
+    spans: tuple[int, ...]
+    roundtrip_ok: bool
+
+    @property
+    def T_copy(self) -> int:
+        return sum(self.spans)
+
+
+@dataclass(frozen=True)
+class CeilingStats:
+    """Copy-ceiling figures of a corpus (see the module docstring for definitions)."""
+
+    n: int
+    T: int
+    T_copy: int
+    T_gen: int
+    f: float
+    K: int
+    span_mean: float
+    span_p50: float
+    span_p95: float
+    roundtrip_ok: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def case_ceiling(case: Case, tokenization: Tokenization, granularity: Granularity = "lines",
+                 min_span: int = DEFAULT_MIN_SPAN) -> CaseCeiling:
+    """Oracle program, token counts and round trip of one case."""
+    if granularity == "lines":
+        ops = oracle_program(case.doc, case.gold)
+        lines = split_lines(case.doc)
+        spans = tuple(len(tokenization.encode("\n".join(lines[op.start - 1:op.end])))
+                      for op in ops if isinstance(op, Copy))
+        total = len(tokenization.encode(case.gold))
+        pieces = None
+    elif granularity == "tokens":
+        doc_ids, gold_ids = tokenization.encode(case.doc), tokenization.encode(case.gold)
+        pieces = tokenization.token_pieces(case.doc)
+        ops = oracle_tokens(doc_ids, gold_ids, min_span=min_span, doc_pieces=pieces,
+                            gold_pieces=tokenization.token_pieces(case.gold))
+        spans = tuple(op.end - op.start + 1 for op in ops if isinstance(op, CopyTokens))
+        total = len(gold_ids)
+    else:
+        raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
+    try:
+        ok = resolve(ops, case.doc, token_pieces=pieces) == case.gold
+    except ValueError:
+        ok = False
+    return CaseCeiling(case.id, total, spans, ok)
+
+
+def summarize(results: Sequence[CaseCeiling]) -> CeilingStats:
+    """Aggregate per-case figures into :class:`CeilingStats`."""
+    spans = sorted(s for r in results for s in r.spans)
+    total = sum(r.T for r in results)
+    copied = sum(spans)
+    return CeilingStats(
+        n=len(results),
+        T=total,
+        T_copy=copied,
+        T_gen=total - copied,
+        f=copied / total if total else 0.0,
+        K=len(spans),
+        span_mean=copied / len(spans) if spans else 0.0,
+        span_p50=_percentile(spans, 50),
+        span_p95=_percentile(spans, 95),
+        roundtrip_ok=sum(r.roundtrip_ok for r in results),
+    )
+
+
+def _percentile(values: Sequence[int], percent: float) -> float:
+    return float(np.percentile(values, percent)) if len(values) else 0.0
+
+
+def ceiling(cases: Iterable[Case], tokenization: Tokenization, *,
+            granularity: Granularity = "lines", min_span: int = DEFAULT_MIN_SPAN,
+            progress: bool = False) -> CeilingStats:
+    """Copy-ceiling statistics of a corpus.
+
+    Parameters
+    ----------
+    cases
+        The edits (see :func:`cad_outlines.corpus.load_corpus`).
+    tokenization
+        Token ids and byte pieces (an adapter from ``cad_outlines.adapters``, or
+        :func:`load_tokenization`).
+    granularity
+        ``"lines"`` (the paper's line oracle) or ``"tokens"`` (greedy token oracle).
+    min_span
+        Shortest token copy (tokens granularity only).
+    progress
+        Show a tqdm progress bar on stderr.
+    """
+    cases = list(cases)
+    if progress:
+        from tqdm import tqdm
+
+        cases = tqdm(cases, desc=f"ceiling ({granularity})", unit="case")
+    results = []
+    for case in cases:
+        try:
+            results.append(case_ceiling(case, tokenization, granularity, min_span))
+        except ValueError as err:
+            raise ValueError(f"case {case.id!r}: {err}") from err
+    return summarize(results)
+
+
+def format_table(stats: CeilingStats, name: str = "") -> str:
+    """A one-row Markdown table in the layout of the corpora README."""
+    head = ("| corpus | n | T | T_copy | T_gen | f | K | span mean | span p50 | span p95 "
+            "| round trip |")
+    rule = "|" + " --- |" * 11
+    row = (f"| {name} | {stats.n} | {stats.T:,} | {stats.T_copy:,} | {stats.T_gen:,} "
+           f"| {stats.f:.1%} | {stats.K:,} | {stats.span_mean:,.1f} | {stats.span_p50:,.0f} "
+           f"| {stats.span_p95:,.0f} | {stats.roundtrip_ok}/{stats.n} |")
+    return "\n".join([head, rule, row])
+
+
+# --- tokenizers -------------------------------------------------------------------
+
+
+def load_tokenization(tokenizer: Any, *, special_as_text: bool = True) -> Tokenization:
+    """Token ids and byte pieces for a tokenizer folder or a loaded HF tokenizer.
+
+    Uses ``cad_outlines.adapters.get_adapter`` when it exists; until then a small
+    fallback that handles byte-level BPE and SentencePiece byte-fallback tokenizers and
+    checks, on every call, that the pieces spell the text exactly.
+
+    Parameters
+    ----------
+    tokenizer
+        A tokenizer folder (``transformers.AutoTokenizer.from_pretrained``) or a loaded
+        Hugging Face tokenizer.
+    special_as_text
+        True (the definition): a special-token spelling such as ``<|im_start|>`` in the
+        text is tokenized as text. False: it becomes its special token, as a plain
+        ``tokenizer.encode(text, add_special_tokens=False)`` does; this reproduces the
+        shared corpora README's table and always uses the fallback (adapters are
+        text-only by contract).
+    """
+    if isinstance(tokenizer, (str, os.PathLike)):
+        if not os.path.isdir(tokenizer):
+            raise ValueError(f"tokenizer folder not found: {os.fspath(tokenizer)}")
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(os.fspath(tokenizer))
+    if not special_as_text:
+        return _FallbackTokenization(tokenizer, split_special_tokens=False)
+    try:
+        from .adapters import get_adapter  # type: ignore[attr-defined]
+    except ImportError:
+        return _FallbackTokenization(tokenizer)
+    return get_adapter(tokenizer)
+
+
+class _FallbackTokenization:
+    """Plain-text ids and exact byte pieces from a Hugging Face fast tokenizer.
+
+    Only for byte-level BPE (GPT-2 byte alphabet) and SentencePiece with byte fallback
+    (``▁`` for space, ``<0xNN>`` byte tokens, one prepended ``▁``); anything else is
+    refused by the spelling check in :meth:`token_pieces`.
+    """
+
+    def __init__(self, tokenizer: Any, split_special_tokens: bool = True):
+        self.tokenizer = tokenizer
+        self.split_special_tokens = split_special_tokens
+        self._byte_of = {ch: b for b, ch in _gpt2_byte_alphabet().items()}
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        self._byte_level = "ByteLevel" in repr(getattr(backend, "decoder", None))
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False,
+                                   split_special_tokens=self.split_special_tokens)["input_ids"])
+
+    def token_pieces(self, text: str) -> list[bytes]:
+        tokens = self.tokenizer.convert_ids_to_tokens(self.encode(text))
+        want = text.encode("utf-8")
+        if self._byte_level:
+            # A character outside the byte alphabet (an added token's spelling) maps to
+            # its UTF-8; the spelling check below catches anything that is then wrong.
+            pieces = [b"".join(bytes([self._byte_of[ch]]) if ch in self._byte_of
+                               else ch.encode("utf-8") for ch in tok) for tok in tokens]
+        else:
+            pieces = [_spm_piece(tok) for tok in tokens]
+            # The SentencePiece normaliser prepends one "▁" that the decoder strips.
+            if pieces and b"".join(pieces) == b" " + want and pieces[0].startswith(b" "):
+                pieces[0] = pieces[0][1:]
+        if b"".join(pieces) != want:
+            raise ValueError(
+                f"{type(self.tokenizer).__name__}: token pieces do not spell the text "
+                "exactly (normalisation?); token granularity needs a tokenizer whose "
+                "tokens reproduce the text byte for byte")
+        return pieces
+
+
+def _spm_piece(token: str) -> bytes:
+    if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
+        return bytes([int(token[3:5], 16)])
+    return token.replace("\u2581", " ").encode("utf-8")
+
+
+def _gpt2_byte_alphabet() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable character map used by byte-level BPE."""
+    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+                 + list(range(ord("®"), ord("ÿ") + 1)))
+    mapping = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in mapping:
+            mapping[b] = chr(256 + extra)
+            extra += 1
+    return mapping
