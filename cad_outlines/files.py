@@ -1,0 +1,115 @@
+"""Exact text file I/O: read bytes-faithfully, write atomically.
+
+Documents are edited line by line and copied verbatim, so reading must not translate
+line endings (``newline=""`` keeps ``"\\r\\n"``) and writing must never leave a
+half-written file behind (temp file in the same directory, ``fsync``, ``os.replace``).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Union
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class FileDecodeError(ValueError):
+    """A file that is not valid UTF-8.
+
+    Attributes
+    ----------
+    path
+        The file.
+    offset
+        Byte offset of the first byte that does not decode.
+    """
+
+    def __init__(self, path: PathLike, offset: int, reason: str):
+        self.path = os.fspath(path)
+        self.offset = offset
+        super().__init__(f"{self.path}: not valid UTF-8 at byte offset {offset} ({reason})")
+
+
+def read_text(path: PathLike) -> str:
+    """Return the exact text of a UTF-8 file.
+
+    No newline translation is done, so ``"\\r\\n"`` and a missing final newline survive,
+    and ``atomic_write(p, read_text(p))`` rewrites the same bytes. A leading byte-order
+    mark is kept as ``"\\ufeff"`` for the same reason.
+
+    Parameters
+    ----------
+    path
+        File to read.
+
+    Raises
+    ------
+    FileDecodeError
+        If the bytes are not valid UTF-8; the message names the file and byte offset.
+    """
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise FileDecodeError(path, err.start, err.reason) from None
+
+
+def atomic_write(path: PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8, no newline translation) to ``path`` atomically.
+
+    The text goes to a temporary file in the same directory (so ``os.replace`` stays on
+    one file system), is flushed and fsynced, then renamed over ``path``. If anything
+    fails, ``path`` keeps its old content and the temporary file is removed. The mode of
+    an existing file is kept.
+
+    Parameters
+    ----------
+    path
+        Destination file.
+    text
+        Text to write.
+    """
+    path = Path(path)
+    data = text.encode("utf-8")  # encode first: a bad str must not touch the disk
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        except FileNotFoundError:
+            os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(directory)
+
+
+def _fsync_dir(directory: Path) -> None:
+    # Makes the rename itself durable; not every platform can open a directory.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _umask() -> int:
+    # os.umask can only be read by setting it; restore at once.
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
