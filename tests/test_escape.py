@@ -1,0 +1,115 @@
+"""Escape properties under adversarial text (about 11,000 hypothesis examples in all).
+
+The strategies splice reserved literals, their prefixes and suffixes, the escape
+character ``⟨`` (alone, doubled, in already-escaped literals) and loose ``<``/``>``/``/``
+so that literals appear nested, split across pieces and at text boundaries.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from cad_outlines._body_regex import body_regex
+from cad_outlines.escape import ESCAPE_CHAR, RESERVED_LITERALS, decode, encode, needs_escape
+from cad_outlines.program import Copy, CopyTokens, Gen, parse, render
+
+E = ESCAPE_CHAR
+PREFIXES = sorted({lit[:k] for lit in RESERVED_LITERALS for k in range(1, len(lit))})
+SUFFIXES = sorted({lit[k:] for lit in RESERVED_LITERALS for k in range(1, len(lit))})
+ESCAPED = [E + lit[1:] for lit in RESERVED_LITERALS] + [E + E + lit[1:] for lit in RESERVED_LITERALS]
+ATOMS = list(RESERVED_LITERALS) + PREFIXES + SUFFIXES + ESCAPED + [
+    E, E * 2, E * 3, "<", "<<", ">", "/", "\n", "\r\n", "<program>", "<gen", "gen>", "<copy lines=\"1-2\"/>",
+    "\u27e9", "\uff1c", "é", "\U0001f600", "",
+]
+pieces = st.one_of(
+    st.sampled_from(ATOMS),
+    st.sampled_from(list("<>/⟨genpcoyramt \n")),
+    st.text(max_size=4),
+)
+adversarial = st.lists(pieces, max_size=24).map("".join)
+BODY_RE = re.compile(body_regex(RESERVED_LITERALS).replace(r"\/", "/"), re.DOTALL)
+
+
+def contains_literal(text: str) -> bool:
+    return any(lit in text for lit in RESERVED_LITERALS)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(adversarial)
+@example("")
+@example(E)
+@example("<" + E + "/gen>")
+@example(E + "</gen>")
+@example("<</gen>>")
+@example("</gen" + ">")
+def test_decode_inverts_encode(text):
+    assert decode(encode(text)) == text
+
+
+@settings(max_examples=3000, deadline=None)
+@given(adversarial)
+def test_encoded_text_has_no_reserved_literal_and_matches_the_body_regex(text):
+    encoded = encode(text)
+    assert not contains_literal(encoded)
+    assert BODY_RE.fullmatch(encoded)
+    assert needs_escape(text) == (encoded != text)
+    # Only "<" that open a literal change, and every "⟨" is doubled: nothing else moves.
+    assert len(encoded) == len(text) + text.count(E)
+
+
+def confusable(text: str, data) -> str:
+    """A variant of ``text`` that swaps ``<`` and ``⟨`` or doubles/undoubles ``⟨``."""
+    positions = [k for k, ch in enumerate(text) if ch in ("<", E)]
+    if not positions:
+        return text + data.draw(st.sampled_from([E, "<", E + E]))
+    k = data.draw(st.sampled_from(positions))
+    swap = data.draw(st.sampled_from(["swap", "double", "drop"]))
+    if swap == "swap":
+        return text[:k] + ("<" if text[k] == E else E) + text[k + 1:]
+    if swap == "double":
+        return text[:k] + text[k] + text[k:]
+    return text[:k] + text[k + 1:]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(adversarial, st.data())
+def test_encode_is_injective(text, data):
+    other = data.draw(st.one_of(adversarial, st.just(confusable(text, data))))
+    if encode(text) == encode(other):
+        assert text == other
+    else:
+        assert text != other
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(adversarial, min_size=1, max_size=4), st.integers(0, 3))
+def test_gen_round_trips_through_render_and_parse(texts, copies):
+    lines = [Gen(t) for t in texts]
+    for k in range(copies):
+        lines.insert(k * 2 % (len(lines) + 1), Copy(k + 1, k + 2))
+    assert parse(render(lines), "lines") == lines
+    tokens = [CopyTokens(op.start - 1, op.end) if isinstance(op, Copy) else op for op in lines]
+    assert parse(render(tokens), "tokens") == tokens
+
+
+@settings(max_examples=1000, deadline=None)
+@given(adversarial)
+def test_already_escaped_text_escapes_again(text):
+    # Escaping the escape: encoding twice is reversible by decoding twice.
+    twice = encode(encode(text))
+    assert not contains_literal(twice)
+    assert decode(decode(twice)) == text
+
+
+def test_examples_from_the_docs():
+    assert encode("a </gen> b") == "a ⟨/gen> b"
+    assert encode("⟨x") == "⟨⟨x"
+    assert encode("⟨/gen>") == "⟨⟨/gen>"
+    assert encode("</gen>") != encode("⟨/gen>")
+    assert encode("<copy<copy") == "⟨copy⟨copy"
+    assert encode("<</program>") == "<⟨/program>"
+    assert encode("<ge n>") == "<ge n>"
+    assert decode("⟨⟨⟨/gen>") == "⟨</gen>"
