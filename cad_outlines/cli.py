@@ -28,6 +28,32 @@ def _add_commands(sub: argparse._SubParsersAction) -> None:
 _COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
 
 
+def _add_portability(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "portability",
+        help="show how the program's literals split into tokens under each tokenizer",
+        description="Tokenize the program's structural literals (<, </, \"/>, <gen>, ...) "
+                    "with each tokenizer's adapter and show the pieces.")
+    p.add_argument("--tokenizer", nargs="+", required=True, metavar="DIR",
+                   help="Hugging Face tokenizer folder(s) (tokenizer.json)")
+    p.add_argument("--json", action="store_true",
+                   help='print {tokenizer: {literal: {"count", "pieces", "ids"}}} as JSON')
+    p.set_defaults(func=_run_portability)
+
+
+def _run_portability(args: argparse.Namespace) -> int:
+    import json
+
+    from cad_outlines.adapters.portability import format_table, portability_report
+
+    report = portability_report(args.tokenizer)
+    print(json.dumps(report, ensure_ascii=False, indent=2) if args.json else format_table(report))
+    return 0
+
+
+_COMMANDS.append(_add_portability)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level argument parser with every subcommand."""
     parser = argparse.ArgumentParser(

@@ -1,0 +1,125 @@
+"""How the document is shown to the model, and the short statement of the program format.
+
+Line view (``granularity="lines"``)
+-----------------------------------
+The document's lines are ``document.split("\\n")`` (the resolver's definition: a
+trailing newline gives an empty last line). Line ``i`` (1-indexed) is shown as::
+
+    f"{i:>{w}}| {line}"        # w = len(str(n)), n = number of lines
+
+rows joined by ``"\\n"``. Example for ``"def f():\\n    return 1\\n"``::
+
+    1| def f():
+    2|     return 1
+    3|
+
+Token view (``granularity="tokens"``)
+-------------------------------------
+Still one row per document line, so the document reads as usual. A row is::
+
+    f"{a}-{b}".rjust(w) + "| " + marked line       # blank range when no token starts there
+
+where ``a..b`` are the 0-indexed positions of the tokens that START on that line
+(counting a token that starts at the line's newline), and the line text has a middle dot
+``·`` (U+00B7) inserted before every other token that starts inside the line, including
+one at the line's end for a token that starts with the newline. A token that runs into
+the next line (e.g. ``"\\n\\n"``) counts on the line where it starts. A character split
+over several tokens (byte-level BPE on rare characters) is shown whole, with no dot inside
+it. Example (Qwen): ``"def f():\\n    return 1\\n"`` ->::
+
+    0-4 | def· f·():·
+    5-8 |    · return· ·1·
+    9-9 |
+
+(the last row is the empty line after the final newline; its range is that of no token
+here, so it shows blank when nothing starts there.)
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+TOKEN_MARK = "\u00b7"  # ·
+
+_FORMAT = {
+    "lines": (
+        "Answer with an edit program instead of the whole edited document. "
+        "A program is <program>...</program> holding, in order, any number of:\n"
+        '<copy lines="i-j"/> (the document\'s lines i to j, inclusive, unchanged) and\n'
+        "<gen>text</gen> (new text).\n"
+        'The document is shown with each line prefixed by its number and "| "; '
+        "the prefix is not part of the line."
+    ),
+    "tokens": (
+        "Answer with an edit program instead of the whole edited document. "
+        "A program is <program>...</program> holding, in order, any number of:\n"
+        '<copy tokens="a-b"/> (the document\'s tokens a to b, 0-indexed, inclusive, '
+        "unchanged) and\n<gen>text</gen> (new text).\n"
+        'The document is shown line by line; each line is prefixed by the positions "a-b" '
+        'of the tokens that start on it and "| ", and "\u00b7" marks where each further '
+        "token starts; neither is part of the text."
+    ),
+}
+
+
+def format_statement(granularity: str) -> str:
+    """The short statement of the program format put in every prompt."""
+    try:
+        return _FORMAT[granularity]
+    except KeyError:
+        raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}") from None
+
+
+def number_lines(document: str) -> str:
+    """The line view of ``document`` (see the module docstring)."""
+    lines = document.split("\n")
+    width = len(str(len(lines)))
+    return "\n".join(f"{i:>{width}}| {line}" for i, line in enumerate(lines, 1))
+
+
+def number_tokens(document: str, pieces: Sequence[bytes]) -> str:
+    """The token view of ``document`` given its token ``pieces`` (see the module docstring)."""
+    data = document.encode("utf-8")
+    if b"".join(pieces) != data:
+        raise ValueError("token pieces do not spell the document")
+    starts = []
+    offset = 0
+    for piece in pieces:
+        starts.append(offset)
+        offset += len(piece)
+    rows: list[tuple[str, str]] = []
+    line_start = 0
+    k = 0  # next token to place
+    for line in data.split(b"\n"):
+        line_end = line_start + len(line)  # offset of this line's newline (or of the end)
+        first = k
+        marks: list[int] = []
+        while k < len(starts) and starts[k] <= line_end and starts[k] < len(data):
+            if starts[k] > line_start:
+                marks.append(starts[k] - line_start)
+            k += 1
+        text = _mark(line, marks)
+        span = f"{first}-{k - 1}" if k > first else ""
+        rows.append((span, text))
+        line_start = line_end + 1
+    width = max(len(span) for span, _ in rows)
+    return "\n".join(f"{span:>{width}}| {text}" for span, text in rows)
+
+
+def _mark(line: bytes, marks: list[int]) -> str:
+    # Insert the mark at byte offsets that fall on character boundaries only.
+    out: list[str] = []
+    prev = 0
+    for m in marks:
+        if m < len(line) and (line[m] & 0xC0) == 0x80:
+            continue  # inside a UTF-8 character
+        out.append(line[prev:m].decode("utf-8"))
+        out.append(TOKEN_MARK)
+        prev = m
+    out.append(line[prev:].decode("utf-8"))
+    return "".join(out)
+
+
+def user_content(instruction: str, view: str, granularity: str) -> str:
+    """The user message: instruction, format statement, numbered document."""
+    return f"{instruction.strip()}\n\n{format_statement(granularity)}\n\nDocument:\n{view}"

@@ -1,0 +1,30 @@
+"""Llama 2 / CodeLlama: SentencePiece BPE with a dummy ``▁`` prefix and byte fallback.
+
+Detected by a SentencePiece backend with byte fallback, ``<s>`` / ``</s>`` as BOS/EOS
+and a ``<0x0A>`` byte token. Without a chat template in the tokenizer, the prompt is the
+Llama 2 ``[INST]`` format as text: ``<s>[INST] {user} [/INST]``, tokenized as Meta's
+reference does (the text after ``<s>`` starts with the dummy ``▁``). The program then
+starts with ``<``, without the word-initial ``▁`` free text would have there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Adapter
+
+
+class CodeLlamaAdapter(Adapter):
+    """Llama 2 / CodeLlama ``[INST]`` format."""
+
+    name = "codellama"
+    eos_spelling = "</s>"
+    required_spellings = ("<s>", "<0x0A>")
+    control_spellings = ("<s>", "</s>", "<unk>")
+    plain_template = "{bos}[INST] {content} [/INST]"
+
+    @classmethod
+    def matches(cls, tokenizer: Any, facts) -> bool:
+        return (facts.scheme == "sentencepiece" and facts.byte_fallback
+                and tokenizer.bos_token == "<s>" and tokenizer.eos_token == "</s>"
+                and "<0x0A>" in tokenizer.get_vocab())
