@@ -41,7 +41,9 @@ def range_regex(lo: int, hi: int) -> str:
     """Return a regex matching exactly the decimal integers in ``[lo, hi]``.
 
     No leading zeros. The regex is a union of digit-class runs, one per split of the
-    range at powers of ten, so its size is O(digits(hi)^2).
+    range at powers of ten, so its size is O(digits(hi)^2). Wider numbers come first:
+    lark's lexer (Python ``re``) takes the first alternative that matches, not the
+    longest, so ``(?:[1-9]|10)`` would lex "10" as "1".
 
     Parameters
     ----------
@@ -58,6 +60,8 @@ def range_regex(lo: int, hi: int) -> str:
         end = min(hi, 10**width - 1)
         parts.extend(_same_width(str(start), str(end)))
         start = end + 1
+    # parts run from narrow to wide numbers; alternatives of one width are disjoint.
+    parts.reverse()
     return "|".join(parts) if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
 
 
@@ -113,7 +117,9 @@ def specialize(grammar: str, upper: int, granularity: Granularity = "lines") -> 
     if not pattern.search(grammar):
         raise ValueError(f"grammar has no '{terminal}:' terminal to specialise")
     if hi < lo:
-        # Nothing can be copied: drop the copy alternative, keep gen-only programs.
+        # Nothing can be copied: drop the copy alternative, its rule and its terminal
+        # (lark refuses a rule that names an undefined terminal); gen-only programs stay.
         grammar = grammar.replace("?op: copy | gen", "?op: gen")
+        grammar = re.sub(r"^copy: .*$", "", grammar, flags=re.MULTILINE)
         return pattern.sub("", grammar)
     return pattern.sub(f"{terminal}: /{range_regex(lo, hi)}/", grammar)
