@@ -1,0 +1,664 @@
+"""Draft-conditioned constrained decoding (DCCD) with feasible-mass diagnostics.
+
+Plain constrained decoding (CD) asks the model for the answer *and* the format at once:
+every step, the model's distribution is cut to the ids the grammar allows and
+renormalised. When the format is unnatural for the model, most of its mass is cut away
+(small feasible mass α, see :mod:`cad_outlines.alpha`) and the renormalised remainder
+can be close to noise.
+
+DCCD splits the two jobs:
+
+1. **Draft** — sample ``K`` unconstrained answers ``y_k ~ π(·|x)`` (optionally from a
+   different, smaller ``drafter`` model), in one batched decode.
+2. **Project** — for each draft, decode *under the constraint* from a projection prompt
+   built from ``x`` and ``y_k`` (``projection_template``). The grammar matcher is fed only
+   the constrained output, never the draft, so every projection is exactly as valid as
+   plain CD output whatever the draft contains.
+3. **Select** — score every projection and return the best: by default the one with the
+   largest ``Σ_t log α_t`` (the smallest projection tax), or by log-likelihood, an
+   external verifier, or majority vote over parsed values.
+
+The output type is compiled exactly as :class:`outlines.generator.SteerableGenerator`
+compiles it (regex, JSON schema / pydantic, ``outlines.types.CFG``), through the
+``outlines_core`` or ``llguidance`` backend. Outlines' logits processors advance their
+matcher one token per call inside ``model.generate``; DCCD needs the per-step mask
+itself to measure α, so it drives the backend's matcher (``outlines_core.Guide`` or
+``llguidance.LLMatcher``) token by token in its own KV-cached decode loop.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence, Union
+
+import torch
+
+from outlines.generator import SteerableGenerator
+
+from .alpha import AlphaTrace, align_mask
+
+__all__ = [
+    "DEFAULT_PROJECTION_TEMPLATE",
+    "Candidate",
+    "DCCDResult",
+    "DraftConditionedGenerator",
+    "select",
+]
+
+DEFAULT_PROJECTION_TEMPLATE = (
+    "{prompt}\n\nDraft answer:\n{draft}\n\n"
+    "Rewrite the draft answer in the required output format."
+)
+"""Projection prompt used when none is given: ``{prompt}`` and ``{draft}`` are filled
+with ``str.format`` (double any literal brace in a custom template)."""
+
+Selector = Union[str, Callable[[str, "Candidate"], float]]
+_SELECTORS = ("sum_log_alpha", "loglik", "vote")
+
+
+# --- results -----------------------------------------------------------------------
+
+
+@dataclass
+class Candidate:
+    """One projection: what it was conditioned on, what it produced, what it cost.
+
+    Attributes
+    ----------
+    draft
+        The unconstrained draft the projection was conditioned on (``None`` for plain CD).
+    prompt
+        The text the constrained decode was conditioned on (before any chat template).
+    text
+        The constrained output.
+    value
+        ``text`` parsed for the output type (dict / pydantic instance / int ...), or
+        ``None`` when ``parse_error`` is set.
+    trace
+        Per-step feasible mass of the constrained decode.
+    complete
+        Whether the grammar accepted the output (``False`` only when
+        ``max_new_tokens`` cut the decode short of an accepting state).
+    token_ids
+        The emitted ids, end-of-sequence excluded.
+    score
+        The selector's score (filled by :func:`select`).
+    """
+
+    draft: str | None
+    prompt: str
+    text: str
+    value: Any
+    trace: AlphaTrace
+    complete: bool
+    token_ids: list[int]
+    parse_error: str | None = None
+    score: float = math.nan
+
+    def to_dict(self) -> dict:
+        """Plain-JSON view (``value`` as JSON when it can be, else its ``repr``)."""
+        return {
+            "draft": self.draft,
+            "text": self.text,
+            "value": _jsonable(self.value),
+            "complete": self.complete,
+            "score": self.score,
+            "parse_error": self.parse_error,
+            "trace": self.trace.to_dict(),
+        }
+
+
+@dataclass
+class DCCDResult:
+    """The chosen output and every candidate it was chosen from."""
+
+    text: str
+    value: Any
+    index: int
+    candidates: list[Candidate]
+    selector: str
+
+    @property
+    def chosen(self) -> Candidate:
+        """The selected candidate."""
+        return self.candidates[self.index]
+
+    @property
+    def trace(self) -> AlphaTrace:
+        """Feasible-mass trace of the selected candidate."""
+        return self.chosen.trace
+
+    def __str__(self) -> str:
+        return self.text
+
+    def to_dict(self) -> dict:
+        """Plain-JSON view of the result."""
+        return {
+            "text": self.text,
+            "value": _jsonable(self.value),
+            "index": self.index,
+            "selector": self.selector,
+            "candidates": [c.to_dict() for c in self.candidates],
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        value = value.model_dump()
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+# --- selection -----------------------------------------------------------------------
+
+
+def _vote_key(value: Any) -> str:
+    if hasattr(value, "model_dump"):
+        value = value.model_dump()
+    try:
+        return json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def select(candidates: Sequence[Candidate], selector: Selector, prompt: str = "") -> int:
+    """Score ``candidates`` in place and return the index of the best one.
+
+    Complete candidates (grammar accepted) always beat incomplete ones; among equals the
+    highest score wins and the first candidate wins ties, so selection is deterministic.
+
+    Parameters
+    ----------
+    candidates
+        Projections to choose from (non-empty).
+    selector
+        ``"sum_log_alpha"`` (Σ log α, default of the generator), ``"loglik"`` (Σ log π of
+        the emitted tokens under the unconstrained model), ``"vote"`` (number of
+        candidates whose parsed value is equal; ties broken by Σ log α), or a callable
+        ``verifier(prompt, candidate) -> float``.
+    prompt
+        The user prompt, passed to a callable verifier.
+    """
+    if not candidates:
+        raise ValueError("select() needs at least one candidate")
+    if callable(selector):
+        keys = []
+        for c in candidates:
+            c.score = float(selector(prompt, c))
+            keys.append((c.score,))
+    elif selector == "sum_log_alpha":
+        keys = []
+        for c in candidates:
+            c.score = c.trace.sum_log_alpha
+            keys.append((c.score,))
+    elif selector == "loglik":
+        keys = []
+        for c in candidates:
+            c.score = c.trace.log_likelihood
+            keys.append((c.score,))
+    elif selector == "vote":
+        counts: dict[str, int] = {}
+        votable = [c.complete and c.parse_error is None for c in candidates]
+        for c, ok in zip(candidates, votable):
+            if ok:
+                k = _vote_key(c.value)
+                counts[k] = counts.get(k, 0) + 1
+        keys = []
+        for c, ok in zip(candidates, votable):
+            c.score = float(counts[_vote_key(c.value)]) if ok else 0.0
+            keys.append((c.score, c.trace.sum_log_alpha))
+    else:
+        raise ValueError(
+            f"unknown selector {selector!r}; use one of {', '.join(_SELECTORS)} or a callable")
+    best = 0
+    for i, c in enumerate(candidates):
+        rank = (c.complete, *keys[i])
+        if rank > (candidates[best].complete, *keys[best]):
+            best = i
+    return best
+
+
+# --- matchers: the backend's automaton, driven one token at a time ---------------------
+
+
+def _unpack_bitmask(words: torch.Tensor) -> torch.Tensor:
+    """int32 words (bit i of word w = id 32*w+i) -> bool mask of 32*len(words) ids."""
+    shifts = torch.arange(32, dtype=torch.int32, device=words.device)
+    return ((words.unsqueeze(-1) >> shifts) & 1).bool().reshape(-1)
+
+
+class _LLGuidanceMatcher:
+    """``llguidance.LLMatcher`` over the grammar an Outlines llguidance processor holds."""
+
+    def __init__(self, llg_tokenizer: Any, grammar: str):
+        import llguidance
+        import llguidance.torch
+
+        self._fill = llguidance.torch.fill_next_token_bitmask
+        self._m = llguidance.LLMatcher(llg_tokenizer, grammar)
+        if self._m.is_error():
+            raise ValueError(f"llguidance rejected the output type: {self._m.get_error()}")
+        self._bitmask = llguidance.torch.allocate_token_bitmask(1, llg_tokenizer.vocab_size)
+        self.eos_ids = frozenset(llg_tokenizer.eos_tokens)
+
+    def allowed(self) -> torch.Tensor:
+        self._fill(self._m, self._bitmask, 0)
+        return _unpack_bitmask(self._bitmask[0])
+
+    def advance(self, token_id: int) -> None:
+        if not self._m.consume_token(token_id):
+            raise RuntimeError(f"llguidance matcher rejected token {token_id}: "
+                               f"{self._m.get_error()}")
+
+    def is_accepting(self) -> bool:
+        return self._m.is_accepting()
+
+
+class _OutlinesCoreMatcher:
+    """``outlines_core.Guide`` over the index an Outlines outlines_core processor holds."""
+
+    def __init__(self, index: Any, eos_id: int, mask_size: int):
+        from outlines_core import Guide
+
+        self._g = Guide(index)
+        self._words = torch.zeros((mask_size + 31) // 32, dtype=torch.int32)
+        self._ended = False
+        self.eos_ids = frozenset([eos_id])
+
+    def allowed(self) -> torch.Tensor:
+        self._g.write_mask_into(self._words.data_ptr(), self._words.numel(), 4)
+        return _unpack_bitmask(self._words)
+
+    def advance(self, token_id: int) -> None:
+        if token_id in self.eos_ids:
+            # outlines_core has no transition on EOS from a final state (its issue #227);
+            # EOS just ends the sequence.
+            if not self._g.is_finished():
+                raise RuntimeError(f"end of sequence {token_id} before an accepting state")
+            self._ended = True
+            return
+        self._g.advance(token_id=token_id, return_tokens=False)
+
+    def is_accepting(self) -> bool:
+        return self._g.is_finished()
+
+
+# --- the decode loop -----------------------------------------------------------------
+
+
+class _LM:
+    """A Hugging Face causal LM driven with its KV cache, whatever the cache kwarg is."""
+
+    def __init__(self, hf_model: Any):
+        self.model = hf_model
+        params = inspect.signature(hf_model.forward).parameters
+        # transformers 5.x names the cache ``cache``; 4.x ``past_key_values``.
+        self.cache_arg = "cache" if "cache" in params else "past_key_values"
+        self.keep_arg = next((n for n in ("logits_to_keep", "num_logits_to_keep") if n in params),
+                             None)
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    def forward(self, input_ids, attention_mask, position_ids, cache):
+        kwargs = dict(input_ids=input_ids, attention_mask=attention_mask,
+                      position_ids=position_ids, use_cache=True)
+        if cache is not None:
+            kwargs[self.cache_arg] = cache
+        if self.keep_arg is not None:
+            kwargs[self.keep_arg] = 1
+        out = self.model(**kwargs)
+        new_cache = getattr(out, "cache", None)
+        if new_cache is None:
+            new_cache = out.past_key_values
+        return out.logits[:, -1, :], new_cache
+
+
+@dataclass
+class _Row:
+    prompt_ids: list[int]
+    matcher: Any = None
+    out_ids: list[int] = field(default_factory=list)
+    trace: AlphaTrace = field(default_factory=AlphaTrace)
+    ended: bool = False  # emitted end-of-sequence
+
+
+def _decode(lm: _LM, rows: list[_Row], *, pad_id: int, stop_ids: frozenset[int],
+            max_new_tokens: int, temperature: float, generator: torch.Generator) -> None:
+    """Decode every row to completion in one batch (left-padded, one shared KV cache).
+
+    A row with a matcher is constrained: each step its mask is computed, α is recorded
+    on the raw logits, the token is chosen from the masked logits and fed to the matcher;
+    it ends on one of the matcher's end-of-sequence ids. A row without one is free and
+    ends on ``stop_ids``. ``temperature == 0`` is greedy.
+    """
+    device = lm.device
+    width = max(len(r.prompt_ids) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        if not r.prompt_ids:
+            raise ValueError("empty prompt: nothing to condition the decode on")
+        ids[i, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
+        attn[i, width - len(r.prompt_ids):] = 1
+    ids, attn = ids.to(device), attn.to(device)
+    # Left padding: positions count real tokens only, so every row sees the positions it
+    # would see alone.
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    cache = None
+    with torch.inference_mode():
+        for _ in range(max_new_tokens):
+            logits, cache = lm.forward(ids, attn, pos, cache)
+            logits = logits.float()
+            vocab = logits.shape[-1]
+            scores = logits.clone()
+            masks: list[torch.Tensor | None] = [None] * len(rows)
+            for i, r in enumerate(rows):
+                if r.ended or r.matcher is None:
+                    continue
+                mask = align_mask(r.matcher.allowed().to(device), vocab)
+                if not bool(mask.any()):
+                    raise RuntimeError(
+                        f"the constraint allows no id the model can emit after "
+                        f"{len(r.out_ids)} tokens (mask and logits share no id)")
+                scores[i].masked_fill_(~mask, -math.inf)
+                masks[i] = mask
+            chosen_ids = _choose(scores, temperature, generator).tolist()
+            for i, r in enumerate(rows):
+                if r.ended:
+                    chosen_ids[i] = pad_id
+                    continue
+                chosen = chosen_ids[i]
+                if r.matcher is not None:
+                    # α on the raw logits, whatever the sampling temperature.
+                    r.trace.record(logits[i], masks[i], chosen)
+                    r.matcher.advance(chosen)
+                    r.ended = chosen in r.matcher.eos_ids
+                else:
+                    r.ended = chosen in stop_ids
+                if not r.ended:
+                    r.out_ids.append(chosen)
+            if all(r.ended for r in rows):
+                break
+            ids = torch.tensor(chosen_ids, dtype=torch.long, device=device).unsqueeze(1)
+            attn = torch.cat([attn, torch.ones_like(ids)], dim=1)
+            pos = pos[:, -1:] + 1
+
+
+def _choose(scores: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:
+    """One id per row of ``scores`` (B, V): argmax, or a sample at ``temperature``.
+
+    Sampling inverts the CDF with one uniform draw per row (exact, and much cheaper than
+    ``torch.multinomial`` over a 10^5-id vocabulary); ids of zero probability are never
+    drawn because the search finds the first cumulative sum strictly above the draw.
+    """
+    if temperature <= 0:
+        return torch.argmax(scores, dim=-1)
+    probs = torch.softmax(scores / temperature, dim=-1).double()
+    cdf = probs.cumsum(dim=-1)
+    u = torch.rand((scores.shape[0], 1), generator=generator, device=scores.device,
+                   dtype=torch.float64) * cdf[:, -1:]
+    idx = torch.searchsorted(cdf, u, right=True).squeeze(1)
+    # A draw rounded up to the total would fall off the end: take the last possible id.
+    last = scores.shape[-1] - 1 - torch.argmax(probs.flip(-1).gt(0).int(), dim=-1)
+    return torch.minimum(idx, last)
+
+
+# --- the generator -------------------------------------------------------------------
+
+
+class DraftConditionedGenerator(SteerableGenerator):
+    """Draft freely, project under the constraint, keep the projection the model liked.
+
+    Parameters
+    ----------
+    model
+        An Outlines ``Transformers`` model (``outlines.from_transformers(...)``).
+    output_type
+        Any output type Outlines accepts: a regex (``outlines.types.Regex``), a JSON
+        schema / pydantic model / ``outlines.types.JsonSchema``, a CFG
+        (``outlines.types.CFG``), a Python type...
+    k
+        Number of drafts (and projections) per prompt. ``k=0`` is plain constrained
+        decoding of the prompt, with its α trace.
+    projection_template
+        ``str.format`` template with ``{prompt}`` and ``{draft}``; the result is passed
+        through the model's chat template when it has one, like any Outlines prompt.
+    drafter
+        Outlines ``Transformers`` model that writes the drafts (default: ``model``).
+    selector
+        ``"sum_log_alpha"`` (default), ``"loglik"``, ``"vote"`` or a callable
+        ``verifier(prompt, candidate) -> float``; see :func:`select`.
+    backend
+        Outlines backend that compiles ``output_type``: ``"outlines_core"`` or
+        ``"llguidance"`` (``None``: Outlines' default for the type).
+    max_new_tokens, draft_max_tokens
+        Token budgets of a projection and of a draft.
+    temperature
+        Sampling temperature of the projection (0: greedy).
+    draft_temperature
+        Sampling temperature of the drafts.
+
+    Examples
+    --------
+    >>> gen = DraftConditionedGenerator(model, Person, k=3)   # doctest: +SKIP
+    >>> result = gen.run("Describe Ada Lovelace.", seed=0)   # doctest: +SKIP
+    >>> result.value, result.trace.projection_tax            # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        output_type: Any,
+        *,
+        k: int = 3,
+        projection_template: str = DEFAULT_PROJECTION_TEMPLATE,
+        drafter: Any = None,
+        selector: Selector = "sum_log_alpha",
+        backend: str | None = None,
+        max_new_tokens: int = 256,
+        draft_max_tokens: int = 256,
+        temperature: float = 0.0,
+        draft_temperature: float = 1.0,
+    ):
+        from outlines.models.transformers import Transformers
+
+        for name, m in (("model", model), ("drafter", drafter)):
+            if m is not None and not isinstance(m, Transformers):
+                raise TypeError(
+                    f"{name} must be an Outlines Transformers model "
+                    f"(outlines.from_transformers(...)), got {type(m).__name__}")
+        if output_type is None:
+            raise ValueError("DCCD needs an output type to constrain the projection to")
+        if k < 0:
+            raise ValueError(f"k must be >= 0, got {k}")
+        for key in ("prompt", "draft"):
+            if "{" + key + "}" not in projection_template:
+                raise ValueError(f"projection_template lacks the {{{key}}} placeholder")
+        if not callable(selector) and selector not in _SELECTORS:
+            raise ValueError(
+                f"unknown selector {selector!r}; use one of {', '.join(_SELECTORS)} or a callable")
+        super().__init__(model, output_type, backend)
+        self.output_type = output_type
+        self.k = k
+        self.projection_template = projection_template
+        self.drafter = drafter if drafter is not None else model
+        self.selector = selector
+        self.max_new_tokens = max_new_tokens
+        self.draft_max_tokens = draft_max_tokens
+        self.temperature = temperature
+        self.draft_temperature = draft_temperature
+        self._make_matcher = self._matcher_factory()
+        self._parse = _parser_for(output_type)
+
+    # The compiled processor holds the backend's automaton; each decode gets a fresh
+    # matcher over it (the processor itself only works inside model.generate).
+    def _matcher_factory(self) -> Callable[[], Any]:
+        proc = self.logits_processor
+        if hasattr(proc, "llg_tokenizer") and hasattr(proc, "grammar"):
+            return lambda: _LLGuidanceMatcher(proc.llg_tokenizer, proc.grammar)
+        if hasattr(proc, "index"):
+            eos = self.model.tokenizer.eos_token_id
+            size = max(len(self.model.hf_tokenizer), self.model.model.config.vocab_size)
+            return lambda: _OutlinesCoreMatcher(proc.index, eos, size)
+        raise NotImplementedError(
+            f"DCCD drives the outlines_core or llguidance matcher itself; "
+            f"{type(proc).__name__} is not supported (pass backend='llguidance')")
+
+    # --- Outlines' generator interface ---------------------------------------------
+
+    def __call__(self, prompt: str, **kwargs: Any) -> str:
+        """Return the selected constrained output (text), like ``SteerableGenerator``.
+
+        ``kwargs`` are those of :meth:`run`.
+        """
+        return self.run(prompt, **kwargs).text
+
+    def batch(self, prompts: list[str], **kwargs: Any) -> list[str]:
+        """:meth:`__call__` over several prompts (one after the other)."""
+        return [self(p, **kwargs) for p in prompts]
+
+    def stream(self, prompt: Any, **kwargs: Any):
+        """Not available: selection needs every projection finished first."""
+        raise NotImplementedError("DCCD selects among finished projections; it cannot stream")
+
+    # --- DCCD ------------------------------------------------------------------------
+
+    def run(
+        self,
+        prompt: str,
+        *,
+        k: int | None = None,
+        drafts: Sequence[str] | None = None,
+        seed: int | None = None,
+        selector: Selector | None = None,
+    ) -> DCCDResult:
+        """Draft, project and select; return the chosen output with every candidate.
+
+        Parameters
+        ----------
+        prompt
+            The user prompt (a string).
+        k
+            Overrides the generator's ``k`` (``0``: plain constrained decoding).
+        drafts
+            Use these drafts instead of sampling (e.g. written by an API model); ``k``
+            is then ``len(drafts)``.
+        seed
+            Seeds one ``torch.Generator`` that drives the drafts, then the projections:
+            the same seed reproduces the same result.
+        selector
+            Overrides the generator's selector.
+        """
+        if not isinstance(prompt, str):
+            raise TypeError(f"DCCD prompts must be strings, got {type(prompt).__name__}")
+        selector = self.selector if selector is None else selector
+        generator = torch.Generator(device=self.model.model.device)
+        if seed is None:
+            generator.seed()
+        else:
+            generator.manual_seed(seed)
+        if drafts is None:
+            k = self.k if k is None else k
+            if k < 0:
+                raise ValueError(f"k must be >= 0, got {k}")
+            if k == 0:
+                return self._plain_cd(prompt, generator)
+            drafts = self.draft(prompt, k, generator)
+        elif not drafts:
+            raise ValueError("drafts is empty; pass k=0 for plain constrained decoding")
+        projection_prompts = [
+            self.projection_template.format(prompt=prompt, draft=d) for d in drafts]
+        candidates = self._project(projection_prompts, list(drafts), generator)
+        index = select(candidates, selector, prompt)
+        name = selector if isinstance(selector, str) else getattr(selector, "__name__", "verifier")
+        return DCCDResult(candidates[index].text, candidates[index].value, index,
+                          candidates, name)
+
+    def cd(self, prompt: str, *, seed: int | None = None) -> DCCDResult:
+        """Plain constrained decoding of ``prompt`` (no draft), with its α trace."""
+        return self.run(prompt, k=0, seed=seed)
+
+    def draft(self, prompt: str, k: int, generator: torch.Generator) -> list[str]:
+        """Sample ``k`` unconstrained drafts from the drafter in one batched decode."""
+        m = self.drafter
+        ids = _encode(m, prompt)
+        tok = m.hf_tokenizer
+        stop = {tok.eos_token_id}
+        gen_eos = getattr(getattr(m.model, "generation_config", None), "eos_token_id", None)
+        stop.update(gen_eos if isinstance(gen_eos, (list, tuple)) else [gen_eos])
+        stop.discard(None)
+        rows = [_Row(list(ids)) for _ in range(k)]
+        _decode(_LM(m.model), rows, pad_id=_pad_id(tok), stop_ids=frozenset(stop),
+                max_new_tokens=self.draft_max_tokens, temperature=self.draft_temperature,
+                generator=generator)
+        return [tok.decode(r.out_ids, skip_special_tokens=True) for r in rows]
+
+    def _plain_cd(self, prompt: str, generator: torch.Generator) -> DCCDResult:
+        candidates = self._project([prompt], [None], generator)
+        select(candidates, "sum_log_alpha")
+        return DCCDResult(candidates[0].text, candidates[0].value, 0, candidates, "cd")
+
+    def _project(self, prompts: list[str], drafts: list[str | None],
+                 generator: torch.Generator) -> list[Candidate]:
+        tok = self.model.hf_tokenizer
+        rows = [_Row(_encode(self.model, p), matcher=self._make_matcher()) for p in prompts]
+        _decode(_LM(self.model.model), rows, pad_id=_pad_id(tok), stop_ids=frozenset(),
+                max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                generator=generator)
+        out = []
+        for p, d, r in zip(prompts, drafts, rows):
+            # Decode exactly what the matcher saw: no special-token skipping, no space
+            # clean-up, or the text could differ from the validated token sequence.
+            text = tok.decode(r.out_ids, skip_special_tokens=False,
+                              clean_up_tokenization_spaces=False)
+            complete = r.matcher.is_accepting()
+            value, err = None, None
+            if complete:
+                try:
+                    value = self._parse(text)
+                except Exception as e:  # the parser is the output type's own
+                    err = f"{type(e).__name__}: {e}"
+            else:
+                err = f"incomplete: max_new_tokens={self.max_new_tokens} reached"
+            out.append(Candidate(d, p, text, value, r.trace, complete, r.out_ids, err))
+        return out
+
+
+def _encode(model: Any, prompt: str) -> list[int]:
+    text = model.type_adapter.format_input(prompt)
+    return list(model.hf_tokenizer(text)["input_ids"])
+
+
+def _pad_id(tok: Any) -> int:
+    # Padded positions are masked out of attention; any real id will do.
+    return tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+
+
+def _parser_for(output_type: Any) -> Callable[[str], Any]:
+    """text -> Python value for the output type (text itself when there is no parse)."""
+    from outlines.types import CFG, JsonSchema
+    from outlines.types.dsl import python_types_to_terms
+    from outlines.types.utils import is_bool, is_float, is_int, is_pydantic_model
+
+    if is_pydantic_model(output_type):
+        return output_type.model_validate_json
+    if is_int(output_type):
+        return int
+    if is_float(output_type):
+        return float
+    if is_bool(output_type):
+        return lambda s: {"true": True, "false": False}[s.strip().lower()]
+    term = python_types_to_terms(output_type)
+    if isinstance(term, JsonSchema):
+        return json.loads
+    if isinstance(term, CFG):
+        return str
+    return str
