@@ -14,6 +14,13 @@ spellings read as plain text:
   fractional; tables round them);
 - ``roundtrip_ok`` = number of cases with ``resolve(oracle(doc, gold), doc) == gold``.
 
+``tok`` is the ``encode`` of the tokenizer's adapter (:mod:`cad_outlines.adapters`):
+plain mid-sequence text, no special tokens added, special spellings as text. On NFC text
+under byte-level BPE (Qwen, DeepSeek-Coder) this is exactly
+``tokenizer(text, add_special_tokens=False, split_special_tokens=True)``; the adapters
+drop the NFC normaliser and SentencePiece's dummy-prefix ``▁`` so that any text
+round-trips byte for byte, which can change counts on other text by a token or so.
+
 This module imports no torch; loading a tokenizer from a folder imports transformers
 lazily.
 """
@@ -28,7 +35,7 @@ import numpy as np
 
 from .corpus import Case
 from .oracle import oracle_program, oracle_tokens
-from .program import Copy, CopyTokens
+from .program import Copy, CopyTokens, Op, render_op
 from .resolver import resolve, split_lines
 
 Granularity = Literal["lines", "tokens"]
@@ -78,30 +85,68 @@ class CeilingStats:
         return asdict(self)
 
 
+def oracle_for(doc: str, gold: str, granularity: Granularity = "lines",
+               tokenization: Optional[Tokenization] = None, *,
+               min_span: int = DEFAULT_MIN_SPAN, cost_aware: bool = False,
+               ) -> tuple[list[Op], Optional[list[bytes]]]:
+    """The oracle program for ``doc -> gold`` and, at token granularity, the doc's pieces.
+
+    Parameters
+    ----------
+    doc, gold
+        Text before and after the edit.
+    granularity
+        ``"lines"`` (:func:`~cad_outlines.oracle.oracle_program`) or ``"tokens"``
+        (:func:`~cad_outlines.oracle.oracle_tokens`, needs ``tokenization``).
+    tokenization
+        Token ids and byte pieces (:func:`load_tokenization`).
+    min_span
+        Shortest token copy (tokens granularity).
+    cost_aware
+        Lines granularity: generate a copy's text instead when its tag takes more tokens
+        than the text (needs ``tokenization``).
+
+    Returns
+    -------
+    (ops, pieces)
+        ``pieces`` is None for line programs; pass it to ``resolve(token_pieces=...)``.
+    """
+    if granularity == "lines":
+        cost = None
+        if cost_aware:
+            if tokenization is None:
+                raise ValueError("cost-aware oracle needs a tokenizer")
+            cost = (lambda op: len(tokenization.encode(render_op(op))),
+                    lambda text: len(tokenization.encode(text)))
+        return oracle_program(doc, gold, cost=cost), None
+    if granularity != "tokens":
+        raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
+    if tokenization is None:
+        raise ValueError("token granularity needs a tokenizer")
+    if cost_aware:
+        raise ValueError("the cost-aware oracle is for lines granularity only")
+    pieces = tokenization.token_pieces(doc)
+    ops = oracle_tokens(tokenization.encode(doc), tokenization.encode(gold),
+                        min_span=min_span, doc_pieces=pieces,
+                        gold_pieces=tokenization.token_pieces(gold))
+    return ops, pieces
+
+
 def case_ceiling(case: Case, tokenization: Tokenization, granularity: Granularity = "lines",
                  min_span: int = DEFAULT_MIN_SPAN) -> CaseCeiling:
     """Oracle program, token counts and round trip of one case."""
+    ops, pieces = oracle_for(case.doc, case.gold, granularity, tokenization, min_span=min_span)
     if granularity == "lines":
-        ops = oracle_program(case.doc, case.gold)
         lines = split_lines(case.doc)
         spans = tuple(len(tokenization.encode("\n".join(lines[op.start - 1:op.end])))
                       for op in ops if isinstance(op, Copy))
-        total = len(tokenization.encode(case.gold))
-        pieces = None
-    elif granularity == "tokens":
-        doc_ids, gold_ids = tokenization.encode(case.doc), tokenization.encode(case.gold)
-        pieces = tokenization.token_pieces(case.doc)
-        ops = oracle_tokens(doc_ids, gold_ids, min_span=min_span, doc_pieces=pieces,
-                            gold_pieces=tokenization.token_pieces(case.gold))
-        spans = tuple(op.end - op.start + 1 for op in ops if isinstance(op, CopyTokens))
-        total = len(gold_ids)
     else:
-        raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
+        spans = tuple(op.end - op.start + 1 for op in ops if isinstance(op, CopyTokens))
     try:
         ok = resolve(ops, case.doc, token_pieces=pieces) == case.gold
     except ValueError:
         ok = False
-    return CaseCeiling(case.id, total, spans, ok)
+    return CaseCeiling(case.id, len(tokenization.encode(case.gold)), spans, ok)
 
 
 def summarize(results: Sequence[CaseCeiling]) -> CeilingStats:
