@@ -25,14 +25,13 @@ where ``a..b`` are the 0-indexed positions of the tokens that START on that line
 one at the line's end for a token that starts with the newline. A token that runs into
 the next line (e.g. ``"\\n\\n"``) counts on the line where it starts. A character split
 over several tokens (byte-level BPE on rare characters) is shown whole, with no dot inside
-it. Example (Qwen): ``"def f():\\n    return 1\\n"`` ->::
+it. Example (Qwen; ``():\\n`` is one token there, so line 1 ends without a dot)::
 
-    0-4 | def· f·():·
-    5-8 |    · return· ·1·
-    9-9 |
+    0-2| def· f·():
+    3-7|    · return· ·1·
+       |
 
-(the last row is the empty line after the final newline; its range is that of no token
-here, so it shows blank when nothing starts there.)
+The last row is the empty line after the final newline: no token starts on it.
 """
 
 from __future__ import annotations
