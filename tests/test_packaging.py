@@ -1,0 +1,79 @@
+"""The wheel ships grammars and adapters inside cad_outlines and nothing else top-level;
+the README's set-up commands are the ones CI runs."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+SOURCES = ["pyproject.toml", "README.md", "cad_outlines", "adapters", "grammars"]
+
+
+def build_wheel(tmp_path: Path) -> zipfile.ZipFile:
+    # Build from a copy: an in-tree build would write build/ and *.egg-info into the
+    # checkout that other test runs are reading.
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in SOURCES:
+        path = ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(path, src / name)
+    out = tmp_path / "wheel"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(out), str(src)], check=True)
+    [wheel] = out.glob("*.whl")
+    return zipfile.ZipFile(wheel)
+
+
+def test_wheel_contents(tmp_path):
+    names = set(build_wheel(tmp_path).namelist())
+    top = {name.split("/")[0] for name in names}
+    dist_info = {t for t in top if re.fullmatch(r"cad_outlines-[^/]+\.dist-info", t)}
+    assert len(dist_info) == 1 and top == {"cad_outlines"} | dist_info, top
+    grammars = sorted(p.name for p in (ROOT / "grammars").glob("*.lark"))
+    assert grammars, "no grammar files in the checkout"
+    for name in grammars:
+        assert f"cad_outlines/grammars/{name}" in names
+    adapters = sorted(p.name for p in (ROOT / "adapters").glob("*.py"))
+    assert "__init__.py" in adapters
+    for name in adapters:
+        assert f"cad_outlines/adapters/{name}" in names
+    for module in ["resolver", "oracle", "ceiling", "corpus", "files", "cli"]:
+        assert f"cad_outlines/{module}.py" in names
+    [entry_points] = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    assert "cad-outlines = cad_outlines.cli:main" in build_entry_points(tmp_path, entry_points)
+
+
+def build_entry_points(tmp_path: Path, member: str) -> str:
+    [wheel] = (tmp_path / "wheel").glob("*.whl")
+    return zipfile.ZipFile(wheel).read(member).decode()
+
+
+SETUP_A = 'python3 -m pip install torch==2.13.0 -e . && cad-outlines demo'
+SETUP_B = 'python3 -m pip install torch==2.13.0 -e ".[test]" && python3 -m pytest'
+
+
+def test_readme_has_exactly_the_two_setup_commands():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Set up", 1)[1].split("\n## ", 1)[0]
+    first_block = section.split("```bash", 1)[1].split("```", 1)[0]
+    commands = [line for line in first_block.splitlines()
+                if line.strip() and not line.startswith("#")]
+    assert commands == [SETUP_A, SETUP_B]
+
+
+def test_ci_script_runs_readme_command_b():
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert script.startswith("#!/usr/bin/env bash\n") and "set -euo pipefail" in script
+    assert "# (b)" in script  # it extracts command (b) from the README, not a copy
+    extract = subprocess.run(
+        ["bash", "-c", 'source <(sed -n "/^# --- extract/,/^# --- end/p" .ci/run); readme_command_b'],
+        cwd=ROOT, check=True, capture_output=True, text=True)
+    assert extract.stdout.strip() == SETUP_B
