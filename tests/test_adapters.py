@@ -434,3 +434,49 @@ def test_portability_table(capsys):
 def test_portability_missing_folder(capsys, tmp_path):
     assert cli.main(["portability", "--tokenizer", str(tmp_path / "nope")]) == 2
     assert "tokenizer folder not found" in capsys.readouterr().err
+
+
+# -- token bytes ---------------------------------------------------------------------------
+
+
+def _chars_by_byte() -> dict[int, str]:
+    """For each byte that occurs in UTF-8, a character whose encoding contains it."""
+    found: dict[int, str] = {}
+    for cp in [*range(0x800), *range(0x800, 0x10000, 0x40), *range(0x10000, 0x110000, 0x1000)]:
+        if 0xD800 <= cp < 0xE000:
+            continue  # surrogates have no UTF-8 encoding
+        for b in chr(cp).encode("utf-8"):
+            found.setdefault(b, chr(cp))
+    return found
+
+
+def test_byte_alphabet_matches_the_byte_level_pre_tokenizer():
+    from cad_outlines.adapters._backend import bytes_to_unicode
+
+    mapping = bytes_to_unicode()
+    assert sorted(mapping) == list(range(256))
+    assert set(mapping.values()) == set(pre_tokenizers.ByteLevel.alphabet())
+    pre = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    chars = _chars_by_byte()
+    assert len(chars) == 256 - 13  # 0xC0, 0xC1, 0xF5..0xFF never occur in UTF-8
+    for b, ch in chars.items():
+        (mapped, _), = pre.pre_tokenize_str(ch)
+        assert mapped == "".join(mapping[x] for x in ch.encode("utf-8")), (b, ch)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_token_bytes_agree_with_the_tokenizers_own_decoder(toks, adapters, family):
+    a, tok = adapters[family], toks[family]
+    n = len(a._bytes)
+    decoded = tok.backend_tokenizer.decode_batch([[i] for i in range(n)], skip_special_tokens=False)
+    compared = 0
+    for i, text in enumerate(decoded):
+        raw = a.token_bytes(i)
+        if "\ufffd" in text or not raw:
+            continue  # a partial character: the string decoder cannot show its bytes
+        ours = raw.decode("utf-8")
+        if a.facts.scheme == "sentencepiece" and ours.startswith(" "):
+            ours = ours[1:]  # the Llama decoder strips one leading space of a sequence
+        assert ours == text, (i, raw, text)
+        compared += 1
+    assert compared > 0.9 * n

@@ -126,3 +126,19 @@ def test_generated_copy_layout_round_trips(adapter, lines):
     layout = adapter.copy_layout(lines)
     assert layout == "\n" + "\n".join(lines) + "\n"
     assert adapter.decode(prefix + adapter.copy_ids(lines)) == '<program><copy lines="1-3"/>' + layout
+
+
+def test_ordinary_documents_tokenize_as_the_tokenizer_itself_does(adapter):
+    # The text encoder only drops position artefacts and special-token matching; on
+    # documents without special spellings it must give the tokenizer's own ids (after
+    # the SentencePiece dummy prefix, which the tokenizer puts at a text's start).
+    tok = adapter.tokenizer
+    spellings = [t for t in tok.get_added_vocab()]
+    prefix = " " if adapter.facts.scheme == "sentencepiece" else ""
+    compared = 0
+    for name, text in TEXTS:
+        if any(s in text for s in spellings):
+            continue
+        assert adapter.encode(prefix + text) == tok.encode(text, add_special_tokens=False), name
+        compared += 1
+    assert compared >= 0.9 * len(TEXTS)
