@@ -11,7 +11,6 @@ and the interface are in :mod:`.base`.
 from __future__ import annotations
 
 import os
-import weakref
 from typing import Any
 
 from ._errors import AdapterError
@@ -30,8 +29,10 @@ ADAPTERS: dict[str, type[Adapter]] = {
 }
 
 # One adapter per (tokenizer, family): building one encodes the probes and literals and
-# copies the backend, so repeated get_adapter calls must not redo it.
-_CACHE: "weakref.WeakKeyDictionary[Any, dict[str, Adapter]]" = weakref.WeakKeyDictionary()
+# copies the backend, so repeated get_adapter calls must not redo it. The cache lives on
+# the tokenizer object itself: a global weak-key map would never free a tokenizer, since
+# its adapter (the value) refers to it.
+_CACHE_ATTR = "_cad_outlines_adapters"
 
 
 def detect_family(tokenizer: Any) -> str:
@@ -72,10 +73,13 @@ def get_adapter(tokenizer: Any, name: str | None = None) -> Adapter:
     if name is not None and name not in ADAPTERS:
         raise AdapterError(f"unknown adapter {name!r}; choose one of {', '.join(ADAPTERS)}")
     family = name or detect_family(tokenizer)
-    try:
-        per_tok = _CACHE.setdefault(tokenizer, {})
-    except TypeError:  # not weak-referenceable: build without caching
-        return ADAPTERS[family](tokenizer)
+    per_tok = getattr(tokenizer, "__dict__", {}).get(_CACHE_ATTR)
+    if per_tok is None:
+        per_tok = {}
+        try:
+            setattr(tokenizer, _CACHE_ATTR, per_tok)
+        except (AttributeError, TypeError):  # a frozen object: build without caching
+            pass
     if family not in per_tok:
         per_tok[family] = ADAPTERS[family](tokenizer)
     return per_tok[family]

@@ -113,6 +113,19 @@ def test_unrecognised_tokenizer_that_round_trips_gets_generic():
     assert adapter.prompt("x", "do it") == adapter.user_content("x", "do it") + "\n"
 
 
+def test_adapter_cache_does_not_keep_tokenizers_alive():
+    import gc
+    import weakref
+
+    tok = _tiny_byte_level_bpe()
+    adapter = get_adapter(tok)
+    assert get_adapter(tok) is adapter and get_adapter(tok, "generic") is adapter
+    ref = weakref.ref(tok)
+    del tok, adapter
+    gc.collect()
+    assert ref() is None
+
+
 def test_unrecognised_tokenizer_that_loses_text_is_rejected_naming_the_probe():
     word = Tokenizer(models.WordLevel({"[UNK]": 0, "a": 1, "<|end|>": 2}, unk_token="[UNK]"))
     word.pre_tokenizer = pre_tokenizers.Whitespace()
