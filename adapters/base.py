@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Sequence
 from cad_outlines import program
 
 from . import _backend, _view
+from ._backend import BackendFacts
 from ._errors import AdapterError
 
 #: The structural literals whose ids every adapter derives at load.
@@ -74,6 +75,11 @@ class Adapter:
         The id that ends generation: the chat end-of-turn token where the family has one.
     literal_ids
         Ids of every literal in :data:`LITERALS`, from :meth:`encode`.
+    special_ids
+        Ids of the tokenizer's special tokens and of ``eos_token_id``; :meth:`encode`
+        never produces them.
+    facts
+        What was read from the tokenizer's backend (:class:`._backend.BackendFacts`).
 
     Raises
     ------
@@ -97,7 +103,7 @@ class Adapter:
     chat_template_kwargs: ClassVar[dict[str, Any]] = {}
 
     @classmethod
-    def matches(cls, tokenizer: Any, facts: _backend.BackendFacts) -> bool:
+    def matches(cls, tokenizer: Any, facts: BackendFacts) -> bool:
         """Whether auto-detection should pick this family for ``tokenizer``."""
         return False
 
@@ -124,7 +130,8 @@ class Adapter:
         if self.facts.scheme == "sentencepiece":
             # "▁" in the text would decode as a space; spell it with byte tokens instead.
             self._spm_space_ids = _backend.spm_byte_ids(self._spec, _backend.SPM_SPACE)
-        self._special_ids = frozenset(t.id for t in self.facts.specials.values()) | {self.eos_token_id}
+        self.special_ids: frozenset[int] = frozenset(
+            {t.id for t in self.facts.specials.values()} | {self.eos_token_id})
         self._sentence_prefix = self._detect_sentence_prefix()
         self._adds_bos = self._detect_bos()
         self._verify()
@@ -303,7 +310,7 @@ class Adapter:
                         f"encode gave ids {ids}, which decode to {self.decode(ids)!r}")
         for spelling in sorted(self.facts.specials) + [self.decode([self.eos_token_id])]:
             ids = self.encode(spelling)
-            hit = self._special_ids.intersection(ids)
+            hit = self.special_ids.intersection(ids)
             if hit:
                 raise AdapterError(f"{where}: the text {spelling!r} encodes to the special "
                                    f"token id(s) {sorted(hit)} instead of text pieces")

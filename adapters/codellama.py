@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._backend import BackendFacts
 from .base import Adapter
 
 
@@ -24,7 +25,7 @@ class CodeLlamaAdapter(Adapter):
     plain_template = "{bos}[INST] {content} [/INST]"
 
     @classmethod
-    def matches(cls, tokenizer: Any, facts) -> bool:
+    def matches(cls, tokenizer: Any, facts: BackendFacts) -> bool:
         return (facts.scheme == "sentencepiece" and facts.byte_fallback
                 and tokenizer.bos_token == "<s>" and tokenizer.eos_token == "</s>"
                 and "<0x0A>" in tokenizer.get_vocab())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._backend import BackendFacts
 from .base import Adapter
 
 _SYSTEM = (
@@ -30,6 +31,6 @@ class DeepSeekCoderAdapter(Adapter):
     plain_template = "{bos}" + _SYSTEM + "### Instruction:\n{content}\n### Response:\n"
 
     @classmethod
-    def matches(cls, tokenizer: Any, facts) -> bool:
+    def matches(cls, tokenizer: Any, facts: BackendFacts) -> bool:
         return (facts.scheme == "byte_level" and "<|EOT|>" in facts.added
                 and tokenizer.bos_token == "<\uff5cbegin\u2581of\u2581sentence\uff5c>")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._backend import BackendFacts
 from .base import Adapter
 
 
@@ -25,5 +26,5 @@ class QwenAdapter(Adapter):
     chat_template_kwargs = {"enable_thinking": False}
 
     @classmethod
-    def matches(cls, tokenizer: Any, facts) -> bool:
+    def matches(cls, tokenizer: Any, facts: BackendFacts) -> bool:
         return facts.scheme == "byte_level" and {"<|im_start|>", "<|im_end|>"} <= set(facts.specials)

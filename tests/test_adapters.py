@@ -156,7 +156,7 @@ def test_literal_ids_are_derived_and_decode_back(adapters, family):
     for lit, ids in a.literal_ids.items():
         assert ids and a.decode(ids) == lit
         assert ids == a.encode(lit)
-        assert not set(ids) & a._special_ids
+        assert not set(ids) & a.special_ids
 
 
 @pytest.mark.parametrize("family, spelling", [
@@ -315,7 +315,8 @@ def _check_token_view(a, doc):
             assert first == expected_next
             expected_next = last + 1
             # Every token in the range starts on this line (its newline included).
-            assert all(line_start <= starts[k] <= line_start + len(line.encode()) for k in range(first, last + 1))
+            line_end = line_start + len(line.encode())
+            assert all(line_start <= starts[k] <= line_end for k in range(first, last + 1))
             if line.isascii():
                 # ASCII: every token start is a character boundary, so the dots count them.
                 at_start = starts[first] == line_start
@@ -405,7 +406,7 @@ SPECIAL_DOC = "a = '<|im_start|>user'\nb = '<s>' + '</s>' + '<|EOT|>' + '<|endof
 def test_special_spellings_in_the_document_stay_text_in_prompt_ids(adapters, family):
     a = adapters[family]
     plain = SPECIAL_DOC.replace("<", "[")
-    specials = a._special_ids
+    specials = a.special_ids
     count = lambda ids: sorted(i for i in ids if i in specials)  # noqa: E731
     ids = a.prompt_ids(SPECIAL_DOC, "Edit.")
     # The only special ids are the template's own: the same as for a document without them.

@@ -114,7 +114,7 @@ def test_generated_text_round_trips_after_any_prefix(adapter, prefix_text, text)
 @given(text=TEXT)
 def test_generated_text_has_no_special_ids_and_pieces_spell_it(adapter, text):
     ids = adapter.encode(text)
-    assert not set(ids) & adapter._special_ids
+    assert not set(ids) & adapter.special_ids
     assert adapter.eos_token_id not in ids
     assert b"".join(adapter.token_pieces(text)) == text.encode("utf-8")
 
