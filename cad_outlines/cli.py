@@ -195,6 +195,77 @@ def _run_ceiling(args: argparse.Namespace) -> int:
 _COMMANDS.append(_add_ceiling)
 
 
+# --- bench: one group, one sub-subcommand per measurement -----------------------------
+# Add a measurement with ``_add_bench_<name>(bench)`` + ``_BENCH_COMMANDS.append(...)``;
+# the group reads the list when the parser is built, so blocks below it still register.
+
+_BENCH_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
+
+
+def _add_bench(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="run a measurement (each reports its configuration, machine and versions)",
+        description="Measurements behind the figures in docs/.")
+    bench = p.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
+    for add in _BENCH_COMMANDS:
+        add(bench)
+
+
+_COMMANDS.append(_add_bench)
+
+
+def _add_bench_dccd(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser(
+        "dccd",
+        help="CD vs draft-conditioned CD on a small model trained here (feasible mass, tax, accuracy)",
+        description="Train a small transformer (seeded, CPU) to answer arithmetic questions "
+                    "in prose, then ask for JSON on held-out questions: plain constrained "
+                    "decoding vs DCCD with K drafts; see docs/dccd.md.")
+    p.add_argument("--steps", type=int, default=None, metavar="N",
+                   help="training steps (default: 1500; 60 with --tiny)")
+    p.add_argument("--k", default=None, metavar="K1,K2,...",
+                   help="numbers of drafts to compare (default: 1,3,5; 1,3 with --tiny)")
+    p.add_argument("--eval", type=int, default=None, metavar="N", dest="eval_questions",
+                   help="held-out questions to evaluate (default: 96; 6 with --tiny)")
+    p.add_argument("--seed", type=int, default=0, help="seed of data, weights and sampling")
+    p.add_argument("--tiny", action="store_true",
+                   help="CI-sized run (well under a minute): small model, few steps")
+    p.add_argument("--json", action="store_true", help="print every measurement as JSON")
+    p.set_defaults(func=_run_bench_dccd)
+
+
+def _run_bench_dccd(args: argparse.Namespace) -> int:
+    import json
+
+    from cad_outlines.bench.dccd import BenchConfig, format_table, run
+
+    overrides: dict = {"seed": args.seed}
+    if args.steps is not None:
+        if args.steps < 1:
+            raise UsageError(f"--steps must be >= 1, got {args.steps}")
+        overrides["steps"] = args.steps
+    if args.k is not None:
+        try:
+            ks = tuple(int(v) for v in args.k.split(","))
+        except ValueError:
+            raise UsageError(f"--k takes comma-separated integers, got {args.k!r}") from None
+        if not ks or min(ks) < 1:
+            raise UsageError(f"--k values must be >= 1, got {args.k!r}")
+        overrides["ks"] = ks
+    if args.eval_questions is not None:
+        if args.eval_questions < 1:
+            raise UsageError(f"--eval must be >= 1, got {args.eval_questions}")
+        overrides["eval_questions"] = args.eval_questions
+    cfg = BenchConfig.tiny(**overrides) if args.tiny else BenchConfig(**overrides)
+    results = run(cfg, progress=True)
+    print(json.dumps(results, indent=2) if args.json else format_table(results))
+    return 0
+
+
+_BENCH_COMMANDS.append(_add_bench_dccd)
+
+
 def _write_stdout(text: str) -> None:
     # Exact bytes: no locale encoding, no newline translation.
     sys.stdout.flush()
