@@ -3,6 +3,7 @@ the README's set-up commands are the ones CI runs."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -26,8 +27,12 @@ def build_wheel(tmp_path: Path) -> zipfile.ZipFile:
         else:
             shutil.copy2(path, src / name)
     out = tmp_path / "wheel"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(out), str(src)], check=True)
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)]
+    if importlib.util.find_spec("setuptools") is not None:
+        # Build with the installed setuptools: no index needed. Without it (a bare
+        # Python 3.12+ environment), let pip fetch the build backend in isolation.
+        command.insert(5, "--no-build-isolation")
+    subprocess.run(command, check=True)
     [wheel] = out.glob("*.whl")
     return zipfile.ZipFile(wheel)
 
