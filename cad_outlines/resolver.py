@@ -152,7 +152,7 @@ def _bounds(index: int, op: Copy | CopyTokens, lo: int, hi: int, unit: str,
     if not (type(start) is int and type(end) is int):
         # Not repairable: a non-integer index is a caller bug, not a model slip.
         raise ResolveError(index, op, f"{unit} indices must be integers")
-    valid = f"the document's {unit}s {lo}-{hi}" if hi >= lo else f"no {unit}s (empty document)"
+    valid = f"the document's {unit}s {lo}-{hi}" if hi >= lo else f"the document (it has no {unit}s)"
     if mode == "strict":
         if start > end:
             raise ResolveError(index, op, f"{unit} range {start}-{end} has start > end")

@@ -188,3 +188,11 @@ def test_gen_only_program_with_pieces_is_a_token_program():
     # No copy op: token_pieces decides the semantics (no gen padding is stripped).
     assert resolve([Gen("\nx\n")], TDOC, token_pieces=TPIECES) == "\nx\n"
     assert resolve([Gen("\nx\n")], TDOC) == "x"
+
+
+def test_token_copy_from_an_empty_document():
+    with pytest.raises(ResolveError, match="has no tokens"):
+        resolve([CopyTokens(0, 0)], "", token_pieces=[])
+    with pytest.warns(ResolveWarning, match="dropped"):
+        assert resolve([Gen("a"), CopyTokens(0, 0), Gen("b")], "", mode="clipped",
+                       token_pieces=[]) == "ab"
