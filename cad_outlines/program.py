@@ -10,6 +10,7 @@ A program is ``<program>`` followed by ops and ``</program>``:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence, Union
@@ -137,3 +138,41 @@ def granularity_of(ops: Sequence[Op]) -> Granularity:
     if len(kinds) > 1:
         raise ValueError("a program mixes line copies and token copies")
     return "tokens" if kinds == {CopyTokens} else "lines"
+
+
+COPY_TAG_RE = re.compile(r'<copy (lines|tokens)="(\d+)-(\d+)"/>')
+
+
+def scan_ops(text: str, pos: int = 0, granularity: Granularity = "lines") -> tuple[list[Op], int]:
+    """Read the complete ops of a (possibly unfinished) program from offset ``pos``.
+
+    Used while decoding: it returns the ops that are complete and the offset after the
+    last one, so an unfinished op is never half-read. ``pos == 0`` skips ``<program>``.
+
+    Returns
+    -------
+    tuple[list[Op], int]
+        New complete ops and the offset just after the last of them.
+    """
+    ops: list[Op] = []
+    if pos == 0:
+        if not text.startswith(PROGRAM_OPEN):
+            return ops, 0
+        pos = len(PROGRAM_OPEN)
+    copy_cls = Copy if granularity == "lines" else CopyTokens
+    while True:
+        if text.startswith("<copy", pos):
+            match = COPY_TAG_RE.match(text, pos)
+            if not match:
+                break
+            ops.append(copy_cls(int(match.group(2)), int(match.group(3))))
+            pos = match.end()
+        elif text.startswith(GEN_OPEN, pos):
+            end = text.find(GEN_CLOSE, pos + len(GEN_OPEN))
+            if end < 0:
+                break
+            ops.append(Gen(escape.decode(text[pos + len(GEN_OPEN):end])))
+            pos = end + len(GEN_CLOSE)
+        else:
+            break
+    return ops, pos

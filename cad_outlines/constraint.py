@@ -1,0 +1,275 @@
+"""The token-level constraint of one document's program language.
+
+The grammar (:mod:`.grammar`) is compiled through Outlines' own llguidance backend
+(``LLGuidanceBackend.get_cfg_logits_processor``); the decode loop then drives the
+resulting ``llguidance.LLMatcher`` itself, because Outlines' stock logits processors
+advance one token per call and fall out of step when a forced run or a splice enters
+the context in one forward.
+
+Two small automata are composed with the matcher's mask:
+
+* **index order** — the grammar bounds each index to ``1..n`` (a compact regex); once
+  the start index ``i`` of a copy is known, tokens that would make ``j < i`` are
+  removed, so every copy satisfies ``1 <= i <= j <= n``;
+* **tag boundary** — inside a copy tag, tokens whose text runs past the tag's closing
+  ``>`` (e.g. Qwen's ``"/><``) are removed, so a copy tag always ends on a token
+  boundary and the splice lands exactly after it (the adapter's layout rule).
+
+Spliced copy tokens never reach the matcher: it only ever sees program tokens.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from . import program
+from .grammar import Granularity, load_grammar, specialize
+from .program import Op
+
+_OPEN_COPY_RE = re.compile(r'<copy (?:lines|tokens)="(\d+)-(\d*)\Z')
+
+
+@dataclass
+class TokenTable:
+    """Per-tokenizer facts the composed automata need, derived once from the vocabulary.
+
+    Attributes
+    ----------
+    vocab_size
+        Size of the tokenizer's vocabulary (the mask's length).
+    crossing
+        Ids whose bytes hold a ``>`` before their last byte: inside a copy tag they
+        would run past the tag's end.
+    digit_ids, digit_values, digit_lengths, digit_closes
+        Ids whose bytes start with an ASCII digit; the value and length of that digit
+        run; whether other bytes follow it (the number ends inside the token).
+    """
+
+    vocab_size: int
+    crossing: torch.Tensor
+    digit_ids: np.ndarray
+    digit_values: list[str]
+    digit_closes: np.ndarray
+
+
+@dataclass
+class CompiledGrammar:
+    """A grammar compiled for one tokenizer: what a matcher needs, plus timings."""
+
+    grammar_spec: Any
+    llg_tokenizer: Any
+    table: TokenTable
+    granularity: Granularity
+    upper: int
+    compile_seconds: float
+    processor: Any  # Outlines' own logits processor for the same grammar
+
+
+class _TokenizerCache:
+    """Tokenizer-only work (llguidance tokenizer, token table), shared across documents."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref, Any, TokenTable, float]] = {}
+
+    def get(self, model: Any) -> tuple[Any, TokenTable, float]:
+        tok = model.hf_tokenizer
+        key = id(tok)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0]() is tok:
+            return entry[1], entry[2], 0.0
+        from outlines.backends.llguidance import LLGuidanceBackend
+
+        start = time.perf_counter()
+        backend = LLGuidanceBackend(model)
+        table = _token_table(backend.llg_tokenizer)
+        seconds = time.perf_counter() - start
+        self._entries[key] = (weakref.ref(tok), backend, table, seconds)
+        return backend, table, seconds
+
+
+_CACHE = _TokenizerCache()
+
+
+def _token_table(llg_tokenizer: Any) -> TokenTable:
+    vocab = llg_tokenizer.vocab_size
+    crossing: list[int] = []
+    digit_ids: list[int] = []
+    digit_values: list[str] = []
+    digit_closes: list[bool] = []
+    for tid in range(vocab):
+        data = llg_tokenizer.decode_bytes([tid])
+        gt = data.find(b">")
+        if 0 <= gt < len(data) - 1:
+            crossing.append(tid)
+        if data[:1].isdigit():
+            run = len(data) - len(data.lstrip(b"0123456789"))
+            digit_ids.append(tid)
+            digit_values.append(data[:run].decode())
+            digit_closes.append(run < len(data))
+    return TokenTable(vocab, torch.tensor(crossing, dtype=torch.long), np.array(digit_ids, dtype=np.int64),
+                      digit_values, np.array(digit_closes, dtype=bool))
+
+
+def compile_grammar(model: Any, upper: int, granularity: Granularity = "lines") -> CompiledGrammar:
+    """Specialise the packaged grammar to a document and compile it through Outlines.
+
+    Parameters
+    ----------
+    model
+        An Outlines ``Transformers`` model (``outlines.from_transformers``).
+    upper
+        Lines ``n`` of the document (or its token count for ``"tokens"``).
+    granularity
+        ``"lines"`` or ``"tokens"``.
+
+    Returns
+    -------
+    CompiledGrammar
+        ``compile_seconds`` counts only the per-document part; the tokenizer-only part
+        (first use of a tokenizer) is reported by :func:`tokenizer_setup_seconds`.
+    """
+    backend, table, _ = _CACHE.get(model)
+    start = time.perf_counter()
+    text = specialize(load_grammar(granularity), upper, granularity)
+    processor = backend.get_cfg_logits_processor(text)
+    seconds = time.perf_counter() - start
+    return CompiledGrammar(processor.grammar, backend.llg_tokenizer, table, granularity, upper,
+                           seconds, processor)
+
+
+def tokenizer_setup_seconds(model: Any) -> float:
+    """Seconds the first use of ``model``'s tokenizer cost (0.0 if never measured)."""
+    entry = _CACHE._entries.get(id(model.hf_tokenizer))
+    return entry[3] if entry else 0.0
+
+
+class ProgramConstraint:
+    """The live constraint of one generation: matcher + index order + tag boundary.
+
+    Parameters
+    ----------
+    compiled
+        From :func:`compile_grammar`.
+    """
+
+    def __init__(self, compiled: CompiledGrammar):
+        import llguidance
+        import llguidance.torch
+
+        self.compiled = compiled
+        self.matcher = llguidance.LLMatcher(compiled.llg_tokenizer, compiled.grammar_spec)
+        if self.matcher.is_error():
+            raise ValueError(f"grammar rejected by llguidance: {self.matcher.get_error()}")
+        self._bitmask = llguidance.torch.allocate_token_bitmask(1, compiled.table.vocab_size)
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self.text = ""  # program text consumed so far
+        self._op_end = 0  # offset in text after the last complete op
+        self.ops: list[Op] = []
+
+    # -- mask -------------------------------------------------------------------------
+
+    def allowed(self, vocab_size: int) -> torch.Tensor:
+        """Boolean mask of the tokens allowed next, padded with False to ``vocab_size``."""
+        llguidance_torch = __import__("llguidance.torch", fromlist=["fill_next_token_bitmask"])
+        llguidance_torch.fill_next_token_bitmask(self.matcher, self._bitmask, 0)
+        bits = np.unpackbits(self._bitmask.numpy().view(np.uint8), bitorder="little")
+        allowed = torch.zeros(vocab_size, dtype=torch.bool)
+        n = min(vocab_size, self.compiled.table.vocab_size)
+        allowed[:n] = torch.from_numpy(bits[:n].astype(bool))
+        pending = self.text[self._op_end:]
+        if pending.startswith("<c"):
+            allowed[self.compiled.table.crossing] = False
+            match = _OPEN_COPY_RE.search(pending)
+            if match:
+                self._restrict_end_index(allowed, int(match.group(1)), match.group(2))
+        return allowed
+
+    def _restrict_end_index(self, allowed: torch.Tensor, start: int, prefix: str) -> None:
+        """Remove tokens that would make the end index smaller than ``start``."""
+        table = self.compiled.table
+        hi = self.compiled.upper if self.compiled.granularity == "lines" else self.compiled.upper - 1
+        if prefix and int(prefix) < start:
+            # The number cannot end yet: only digit-led tokens may follow.
+            keep = torch.zeros_like(allowed)
+            keep[torch.from_numpy(table.digit_ids)] = True
+            allowed &= keep
+        bad = [tid for tid, digits, closes in zip(table.digit_ids, table.digit_values, table.digit_closes)
+               if not _end_index_feasible(prefix + digits, bool(closes), start, hi)]
+        if bad:
+            allowed[torch.tensor(bad, dtype=torch.long)] = False
+
+    # -- advance ----------------------------------------------------------------------
+
+    def forced(self) -> list[int]:
+        """The grammar-forced run from here, cut so that it never crosses a copy tag's end.
+
+        The run stops right after a completed copy tag: the splice comes next.
+        """
+        pending = self.text[self._op_end:]
+        out: list[int] = []
+        for tid in self.matcher.compute_ff_tokens():
+            candidate = pending + self._piece(tid)
+            tag = program.COPY_TAG_RE.search(candidate)
+            if tag and tag.end() < len(candidate):
+                break  # this token would run past the copy tag's end
+            out.append(tid)
+            pending = candidate
+            if tag:
+                break
+        return out
+
+    def piece_bytes(self, tid: int) -> bytes:
+        """The bytes of one token, as the grammar sees them."""
+        return self.compiled.llg_tokenizer.decode_bytes([int(tid)])
+
+    def _piece(self, tid: int) -> str:
+        return self.piece_bytes(tid).decode("utf-8", "replace")
+
+    def advance(self, ids: Sequence[int]) -> list[Op]:
+        """Consume program tokens; return the ops they completed, in order.
+
+        Raises
+        ------
+        ValueError
+            When the matcher rejects a token (names the token and the text so far).
+        """
+        for tid in ids:
+            if not self.matcher.consume_token(int(tid)):
+                raise ValueError(
+                    f"token {int(tid)} rejected by the program grammar after "
+                    f"{self.text[-60:]!r}: {self.matcher.get_error()}")
+            self.text += self._decoder.decode(self.piece_bytes(tid))
+        new_ops, self._op_end = program.scan_ops(self.text, self._op_end, self.compiled.granularity)
+        self.ops.extend(new_ops)
+        return new_ops
+
+    @property
+    def done(self) -> bool:
+        """Whether the program is complete (``</program>`` consumed)."""
+        return self.matcher.is_stopped() or self.text.endswith(program.PROGRAM_CLOSE)
+
+
+def _end_index_feasible(digits: str, closes: bool, start: int, hi: int) -> bool:
+    """Can an end index whose decimal form starts with ``digits`` satisfy start <= j <= hi?
+
+    ``closes``: the number ends right after ``digits``.
+    """
+    value = int(digits)
+    if closes or value > hi or digits.startswith("0"):
+        # A leading zero admits no extension (the grammar has no leading zeros).
+        return start <= value <= hi
+    # The largest extension of ``digits`` that stays <= hi.
+    best = value
+    scale = 10
+    while value * scale <= hi:
+        best = min(hi, value * scale + scale - 1)
+        scale *= 10
+    return best >= start

@@ -1,0 +1,383 @@
+"""``CaDGenerator``: grammar-constrained editing with one-forward copy splices.
+
+The one decode loop (:meth:`CaDGenerator._decode`) reads top to bottom::
+
+    prefill the prompt
+    repeat until </program>:
+        mask    the constraint's allowed set        (ProgramConstraint.allowed)
+        choose  argmax / sample / the forced program's next token
+        advance the grammar with it; take the grammar-forced run after it
+        splice  the adapter's ids of every copy op that just completed
+        step    ONE forward over [chosen, forced run, spliced span, ...]
+
+Teacher forcing (``force_program``), unconstrained regeneration, ``splice=False`` and
+``fast_forward=False`` are branches of this loop, not copies of it. The constraint only
+ever sees program tokens; spliced tokens enter the KV cache alone.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Literal, Sequence
+
+import torch
+from outlines.generator import SteerableGenerator
+
+from . import program
+from .adapters import Adapter, get_adapter
+from .constraint import CompiledGrammar, ProgramConstraint, compile_grammar, tokenizer_setup_seconds
+from .grammar import Granularity
+from .program import Copy, CopyTokens, Op
+from .resolver import resolve
+
+
+class IncompleteProgramError(RuntimeError):
+    """The token budget ran out before ``</program>``; ``.result`` holds the complete ops."""
+
+    def __init__(self, result: "CaDResult"):
+        self.result = result
+        super().__init__(
+            f"max_new_tokens ran out after {len(result.ops)} complete op(s); "
+            "no edited document was produced (raise max_new_tokens)")
+
+
+class ForcedProgramError(ValueError):
+    """A forced program that the document's constraint rejects."""
+
+
+@dataclass
+class CaDStats:
+    """Counts and wall-clock of one run.
+
+    ``decoded_tokens`` were chosen by a decode step each, ``forced_tokens`` were
+    fast-forwarded (grammar-forced), ``copied_tokens`` were spliced. Forward passes
+    include the prompt prefill. Seconds: ``constraint`` (mask, advance, forced runs),
+    ``forward`` (decode and forced-run forwards, incl. the device sync), ``splice``
+    (forwards that carried a copy span), ``prefill`` (the prompt).
+    """
+
+    prompt_tokens: int = 0
+    decoded_tokens: int = 0
+    forced_tokens: int = 0
+    copied_tokens: int = 0
+    splices: int = 0
+    forward_passes: int = 0
+    constraint_seconds: float = 0.0
+    forward_seconds: float = 0.0
+    splice_seconds: float = 0.0
+    prefill_seconds: float = 0.0
+    total_seconds: float = 0.0
+    compile_seconds: float = 0.0
+    tokenizer_setup_seconds: float = 0.0
+    stopped_early: bool = False
+
+    @property
+    def program_tokens(self) -> int:
+        """Tokens the program itself holds (decoded + forced)."""
+        return self.decoded_tokens + self.forced_tokens
+
+
+@dataclass
+class CaDResult:
+    """What one run produced.
+
+    ``document`` is ``None`` when the program is incomplete (``complete`` is False):
+    ``ops`` then holds only the ops that were complete, never a corrupted document.
+    """
+
+    document: str | None
+    program: str
+    ops: list[Op]
+    complete: bool
+    stats: CaDStats
+    alpha: Any = None  # cad_outlines.alpha.AlphaTrace when trace_alpha=True
+
+
+@dataclass
+class _Forced:
+    """The remaining bytes of a forced program, tokenized one segment at a time.
+
+    Segments end at copy-tag ends, so a forced copy tag ends on a token boundary just
+    as a sampled one does. When the grammar's forced run tokenizes the same text
+    differently, the rest of the segment is re-tokenized after it.
+    """
+
+    adapter: Adapter
+    rest: bytes
+    queue: deque = field(default_factory=deque)
+
+    def next(self) -> int | None:
+        if not self.queue and self.rest:
+            self._tokenize()
+        return self.queue[0] if self.queue else None
+
+    def consume(self, ids: Sequence[int], data: bytes) -> None:
+        if not self.rest.startswith(data):
+            raise ForcedProgramError(
+                f"the grammar forced {data!r} where the program continues {self.rest[:40]!r}")
+        self.rest = self.rest[len(data):]
+        if list(self.queue)[:len(ids)] == list(ids):
+            for _ in ids:
+                self.queue.popleft()
+        else:
+            self.queue.clear()
+
+    def _tokenize(self) -> None:
+        try:
+            text = self.rest.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ForcedProgramError("the grammar's forced run split a character of the program") from err
+        tag = program.COPY_TAG_RE.search(text)
+        self.queue.extend(self.adapter.encode(text[:tag.end()] if tag else text))
+
+
+class CaDGenerator(SteerableGenerator):
+    """Edit one document with Copy-as-Decode programs.
+
+    Parameters
+    ----------
+    model
+        An Outlines transformers model: ``outlines.from_transformers(hf_model, hf_tok)``.
+    document
+        The text to edit.
+    granularity
+        ``"lines"`` (``<copy lines="i-j"/>``) or ``"tokens"`` (``<copy tokens="a-b"/>``).
+    max_new_tokens
+        Budget of program tokens (decoded + forced; spliced tokens are free).
+    temperature, top_p, seed
+        ``temperature=0`` is greedy; otherwise sampling with nucleus ``top_p``.
+    splice
+        Append each copied span to the context in one forward (``False``: copied text
+        stays out of the context — format-only mode).
+    fast_forward
+        Append grammar-forced runs in one forward instead of one step per token.
+    mode
+        Resolver mode, ``"strict"`` or ``"clipped"``.
+    adapter
+        Adapter name or instance overriding auto-detection.
+    trace_alpha
+        Record the feasible mass of every constrained step (``result.alpha``).
+
+    Examples
+    --------
+    >>> gen = CaDGenerator(model, document)                     # doctest: +SKIP
+    >>> new_text = gen("rename foo to bar")                     # doctest: +SKIP
+    >>> result = gen.run("rename foo to bar"); result.stats     # doctest: +SKIP
+    """
+
+    def __init__(self, model: Any, document: str, *, granularity: Granularity = "lines",
+                 max_new_tokens: int = 2048, temperature: float = 0.0, top_p: float = 1.0,
+                 seed: int | None = 0, splice: bool = True, fast_forward: bool = True,
+                 mode: Literal["strict", "clipped"] = "strict", adapter: str | Adapter | None = None,
+                 trace_alpha: bool = False):
+        if granularity not in ("lines", "tokens"):
+            raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if temperature < 0 or not 0 < top_p <= 1:
+            raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
+        self.model = model
+        self.hf_model = model.model
+        self.document = document
+        self.granularity = granularity
+        self.max_new_tokens = max_new_tokens
+        self.temperature, self.top_p, self.seed = temperature, top_p, seed
+        self.splice, self.fast_forward, self.mode, self.trace_alpha = splice, fast_forward, mode, trace_alpha
+        self.adapter = adapter if isinstance(adapter, Adapter) else get_adapter(model.hf_tokenizer, adapter)
+        if granularity == "lines":
+            self._lines = document.split("\n")
+            upper = len(self._lines)
+        else:
+            self._doc_ids = self.adapter.document_ids(document)
+            upper = len(self._doc_ids)
+        self.compiled: CompiledGrammar = compile_grammar(model, upper, granularity)
+        # Outlines' own processor for the same grammar: the stock path, for comparison.
+        self.logits_processor = self.compiled.processor
+        params = inspect.signature(self.hf_model.forward).parameters
+        # transformers 5 renamed past_key_values= to cache=; accept both.
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._device = next(self.hf_model.parameters()).device
+        self._vocab = self.hf_model.get_output_embeddings().weight.shape[0]
+
+    # -- public API -----------------------------------------------------------------
+
+    def __call__(self, instruction: str, **options: Any) -> str:  # type: ignore[override]
+        """Return the edited document; raise :class:`IncompleteProgramError` if unfinished."""
+        result = self.run(instruction, **options)
+        if result.document is None:
+            raise IncompleteProgramError(result)
+        return result.document
+
+    def batch(self, instructions: list[str], **options: Any) -> list[str]:  # type: ignore[override]
+        """Edit the document once per instruction (sequentially)."""
+        return [self(instruction, **options) for instruction in instructions]
+
+    def run(self, instruction: str, *, force_program: str | Sequence[Op] | None = None) -> CaDResult:
+        """Run the decode loop and return the full :class:`CaDResult`.
+
+        Parameters
+        ----------
+        instruction
+            What to change.
+        force_program
+            Drive the loop with this program (text or ops) instead of choosing tokens:
+            teacher forcing through the real forward passes, for benchmarks and tests.
+        """
+        holder: list[CaDResult] = []
+        for _ in self._decode(instruction, force_program, holder):
+            pass
+        return holder[0]
+
+    def stream(self, instruction: str, *, force_program: str | Sequence[Op] | None = None  # type: ignore[override]
+               ) -> Iterator[str]:
+        """Yield the edited document op by op (a copy yields all its lines at once).
+
+        The chunks concatenate to the edited document.
+        """
+        first = True
+        sep = "\n" if self.granularity == "lines" else ""
+        holder: list[CaDResult] = []
+        for op in self._decode(instruction, force_program, holder):
+            chunk = resolve([op], self.document, self.mode, **self._resolve_kwargs())
+            yield chunk if first else sep + chunk
+            first = False
+        if holder and holder[0].document is None:
+            raise IncompleteProgramError(holder[0])
+
+    # -- the decode loop ------------------------------------------------------------
+
+    def _decode(self, instruction: str, force_program: str | Sequence[Op] | None,
+                holder: list[CaDResult], *, constrained: bool = True) -> Iterator[Op]:
+        start_time = time.perf_counter()
+        stats = CaDStats(compile_seconds=self.compiled.compile_seconds,
+                         tokenizer_setup_seconds=tokenizer_setup_seconds(self.model))
+        constraint = ProgramConstraint(self.compiled)
+        forced = None
+        if force_program is not None:
+            text = force_program if isinstance(force_program, str) else program.render(force_program)
+            forced = _Forced(self.adapter, text.encode("utf-8"))
+        trace = _new_trace() if self.trace_alpha else None
+        rng = None
+        if self.temperature > 0:
+            rng = torch.Generator(device="cpu")
+            rng.manual_seed(self.seed if self.seed is not None else torch.seed())
+
+        prompt_ids = self.adapter.prompt_ids(self.document, instruction, self.granularity)
+        stats.prompt_tokens = len(prompt_ids)
+        cache = self._new_cache()
+        clock = time.perf_counter()
+        logits = self._forward(prompt_ids, cache)
+        stats.prefill_seconds = time.perf_counter() - clock
+        stats.forward_passes += 1
+
+        while not constraint.done:
+            if stats.program_tokens >= self.max_new_tokens:
+                stats.stopped_early = True
+                break
+            # mask
+            clock = time.perf_counter()
+            allowed = constraint.allowed(self._vocab)
+            stats.constraint_seconds += time.perf_counter() - clock
+            # choose
+            if forced is not None:
+                token = forced.next()
+                if token is None or not bool(allowed[token]):
+                    raise ForcedProgramError(
+                        f"forced program rejected by the constraint at offset {len(constraint.text)} "
+                        f"(after {constraint.text[-40:]!r}): next token {token!r} is not allowed")
+            else:
+                token = self._choose(logits, allowed, rng)
+            if trace is not None:
+                trace.record(logits, allowed, token)
+            stats.decoded_tokens += 1
+            # advance the grammar, then take the forced runs and splices that follow
+            clock = time.perf_counter()
+            context = [token]
+            new_ops = constraint.advance([token])
+            if forced is not None:
+                forced.consume([token], constraint.piece_bytes(token))
+            spliced = False
+            while True:
+                for op in new_ops:
+                    yield op
+                    if self.splice and isinstance(op, (Copy, CopyTokens)):
+                        span = self._span_ids(op)
+                        context += span
+                        stats.copied_tokens += len(span)
+                        stats.splices += 1
+                        spliced = True
+                run = constraint.forced() if self.fast_forward and not constraint.done else []
+                run = run[:max(0, self.max_new_tokens - stats.program_tokens)]
+                if not run:
+                    break
+                if forced is not None:
+                    forced.consume(run, b"".join(constraint.piece_bytes(t) for t in run))
+                context += run
+                stats.forced_tokens += len(run)
+                new_ops = constraint.advance(run)
+            stats.constraint_seconds += time.perf_counter() - clock
+            if constraint.done:
+                break  # nothing reads the logits after </program>
+            # step or splice: ONE forward over everything appended
+            clock = time.perf_counter()
+            logits = self._forward(context, cache)
+            elapsed = time.perf_counter() - clock
+            stats.forward_passes += 1
+            if spliced:
+                stats.splice_seconds += elapsed
+            else:
+                stats.forward_seconds += elapsed
+
+        complete = constraint.done
+        document = (resolve(constraint.ops, self.document, self.mode, **self._resolve_kwargs())
+                    if complete else None)
+        stats.total_seconds = time.perf_counter() - start_time
+        holder.append(CaDResult(document, constraint.text, list(constraint.ops), complete, stats, trace))
+
+    # -- pieces of the loop ----------------------------------------------------------
+
+    def _new_cache(self) -> Any:
+        from transformers import DynamicCache
+
+        try:
+            return DynamicCache(config=self.hf_model.config)
+        except TypeError:  # older transformers: no config argument
+            return DynamicCache()
+
+    def _forward(self, ids: Sequence[int], cache: Any) -> torch.Tensor:
+        """One forward over ``ids``; the next-token logits (float32, on the CPU)."""
+        with torch.inference_mode():
+            out = self.hf_model(input_ids=torch.tensor([list(ids)], device=self._device),
+                                use_cache=True, logits_to_keep=1, **{self._cache_kw: cache})
+        return out.logits[0, -1].float().cpu()
+
+    def _choose(self, logits: torch.Tensor, allowed: torch.Tensor | None,
+                rng: torch.Generator | None) -> int:
+        scores = logits if allowed is None else logits.masked_fill(~allowed, float("-inf"))
+        if rng is None:
+            return int(scores.argmax())
+        probs = torch.softmax(scores / self.temperature, dim=-1)
+        if self.top_p < 1.0:
+            sorted_probs, order = probs.sort(descending=True)
+            keep = sorted_probs.cumsum(0) - sorted_probs < self.top_p
+            probs = torch.zeros_like(probs).scatter_(0, order[keep], sorted_probs[keep])
+        return int(torch.multinomial(probs, 1, generator=rng))
+
+    def _span_ids(self, op: Op) -> list[int]:
+        if isinstance(op, Copy):
+            return self.adapter.copy_ids(self._lines[op.start - 1:op.end])
+        return self._doc_ids[op.start:op.end + 1]
+
+    def _resolve_kwargs(self) -> dict[str, Any]:
+        if self.granularity == "tokens":
+            return {"token_pieces": self.adapter.token_pieces(self.document)}
+        return {}
+
+
+def _new_trace() -> Any:
+    from .alpha import AlphaTrace
+
+    return AlphaTrace()
