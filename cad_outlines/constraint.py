@@ -34,6 +34,8 @@ from . import program
 from .grammar import Granularity, load_grammar, specialize
 from .program import Op
 
+_COPY_CLOSE = program.COPY_CLOSE
+_CLOSING_RE = re.compile(r'<copy (?:lines|tokens)="\d+-\d+("/?)?\Z')
 _OPEN_COPY_RE = re.compile(r'<copy (?:lines|tokens)="(\d+)-(\d*)\Z')
 
 
@@ -48,9 +50,12 @@ class TokenTable:
     crossing
         Ids whose bytes hold a ``>`` before their last byte: inside a copy tag they
         would run past the tag's end.
-    digit_ids, digit_values, digit_lengths, digit_closes
-        Ids whose bytes start with an ASCII digit; the value and length of that digit
-        run; whether other bytes follow it (the number ends inside the token).
+    digit_ids, digit_values, digit_closes
+        Ids whose bytes start with an ASCII digit; that digit run; whether other bytes
+        follow it (the number ends inside the token).
+    closers
+        Ids of the tokens spelling a piece of a copy tag's close (``"``, ``"/``,
+        ``"/>``, ``/``, ``/>``, ``>``), by their bytes.
     """
 
     vocab_size: int
@@ -58,6 +63,7 @@ class TokenTable:
     digit_ids: np.ndarray
     digit_values: list[str]
     digit_closes: np.ndarray
+    closers: dict[bytes, int]
 
 
 @dataclass
@@ -104,8 +110,14 @@ def _token_table(llg_tokenizer: Any) -> TokenTable:
     digit_ids: list[int] = []
     digit_values: list[str] = []
     digit_closes: list[bool] = []
+    closers: dict[bytes, int] = {}
+    close = _COPY_CLOSE.encode()
+    pieces = {close[i:j] for i in range(len(close)) for j in range(i + 1, len(close) + 1)
+              if j == len(close) or i == 0}
     for tid in range(vocab):
         data = llg_tokenizer.decode_bytes([tid])
+        if data in pieces and not llg_tokenizer.is_special_token(tid):
+            closers.setdefault(data, tid)
         gt = data.find(b">")
         if 0 <= gt < len(data) - 1:
             crossing.append(tid)
@@ -115,7 +127,7 @@ def _token_table(llg_tokenizer: Any) -> TokenTable:
             digit_values.append(data[:run].decode())
             digit_closes.append(run < len(data))
     return TokenTable(vocab, torch.tensor(crossing, dtype=torch.long), np.array(digit_ids, dtype=np.int64),
-                      digit_values, np.array(digit_closes, dtype=bool))
+                      digit_values, np.array(digit_closes, dtype=bool), closers)
 
 
 def compile_grammar(model: Any, upper: int, granularity: Granularity = "lines") -> CompiledGrammar:
@@ -190,7 +202,23 @@ class ProgramConstraint:
             match = _OPEN_COPY_RE.search(pending)
             if match:
                 self._restrict_end_index(allowed, int(match.group(1)), match.group(2))
+            if _CLOSING_RE.search(pending):
+                self._allow_exact_close(allowed, pending)
         return allowed
+
+    def _allow_exact_close(self, allowed: torch.Tensor, pending: str) -> None:
+        """Allow the tokens that end the copy tag exactly at its ``>``.
+
+        llguidance's mask favours the canonical tokenization of forced bytes (after
+        ``"/`` DeepSeek-Coder's mask holds only ``><``, which crosses the tag's end), so
+        the exact pieces of the close are added back when the matcher validates them.
+        """
+        typed = 2 if pending.endswith('"/') else 1 if pending.endswith('"') else 0
+        rest = _COPY_CLOSE[typed:].encode()
+        for end in range(1, len(rest) + 1):
+            tid = self.compiled.table.closers.get(rest[:end])
+            if tid is not None and tid < allowed.numel() and self.matcher.validate_tokens([tid]) == 1:
+                allowed[tid] = True
 
     def _restrict_end_index(self, allowed: torch.Tensor, start: int, prefix: str) -> None:
         """Remove tokens that would make the end index smaller than ``start``."""
