@@ -223,11 +223,11 @@ def _add_bench_dccd(bench: argparse._SubParsersAction) -> None:
                     "in prose, then ask for JSON on held-out questions: plain constrained "
                     "decoding vs DCCD with K drafts; see docs/dccd.md.")
     p.add_argument("--steps", type=int, default=None, metavar="N",
-                   help="training steps (default: 1500; 60 with --tiny)")
+                   help="training steps (default: 900; 60 with --tiny)")
     p.add_argument("--k", default=None, metavar="K1,K2,...",
                    help="numbers of drafts to compare (default: 1,3,5; 1,3 with --tiny)")
     p.add_argument("--eval", type=int, default=None, metavar="N", dest="eval_questions",
-                   help="held-out questions to evaluate (default: 96; 6 with --tiny)")
+                   help="held-out questions to evaluate (default: 200, all; 6 with --tiny)")
     p.add_argument("--seed", type=int, default=0, help="seed of data, weights and sampling")
     p.add_argument("--tiny", action="store_true",
                    help="CI-sized run (well under a minute): small model, few steps")

@@ -482,9 +482,7 @@ class DraftConditionedGenerator(SteerableGenerator):
         for key in ("prompt", "draft"):
             if "{" + key + "}" not in projection_template:
                 raise ValueError(f"projection_template lacks the {{{key}}} placeholder")
-        if not callable(selector) and selector not in _SELECTORS:
-            raise ValueError(
-                f"unknown selector {selector!r}; use one of {', '.join(_SELECTORS)} or a callable")
+        _check_selector(selector)
         super().__init__(model, output_type, backend)
         self.output_type = output_type
         self.k = k
@@ -559,7 +557,7 @@ class DraftConditionedGenerator(SteerableGenerator):
         """
         if not isinstance(prompt, str):
             raise TypeError(f"DCCD prompts must be strings, got {type(prompt).__name__}")
-        selector = self.selector if selector is None else selector
+        selector = self.selector if selector is None else _check_selector(selector)
         generator = torch.Generator(device=self.model.model.device)
         if seed is None:
             generator.seed()
@@ -630,6 +628,13 @@ class DraftConditionedGenerator(SteerableGenerator):
                 err = f"incomplete: max_new_tokens={self.max_new_tokens} reached"
             out.append(Candidate(d, p, text, value, r.trace, complete, r.out_ids, err))
         return out
+
+
+def _check_selector(selector: Selector) -> Selector:
+    if not callable(selector) and selector not in _SELECTORS:
+        raise ValueError(
+            f"unknown selector {selector!r}; use one of {', '.join(_SELECTORS)} or a callable")
+    return selector
 
 
 def _encode(model: Any, prompt: str) -> list[int]:

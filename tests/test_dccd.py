@@ -99,6 +99,13 @@ def code_gen(request, model):
                                      max_new_tokens=12, draft_max_tokens=8)
 
 
+@pytest.fixture(scope="module")
+def one_gen(model):
+    """For behaviour that does not depend on the backend (seeds, selection)."""
+    return DraftConditionedGenerator(model, Regex(CODE_RE), k=3, max_new_tokens=12,
+                                     draft_max_tokens=6)
+
+
 def _language(pattern: str) -> list[str]:
     heads = re.fullmatch(r"\((.*)\)-\[0-9\]\{2\}", pattern).group(1).split("|")
     return [f"{h}-{n:02d}" for h in heads for n in range(100)]
@@ -175,7 +182,7 @@ def test_json_schema_outputs_validate(model, backend, schema):
 def test_pydantic_output_parses_to_the_model(model):
     gen = DraftConditionedGenerator(model, JsonSchema(Pet, whitespace_pattern=""), k=2,
                                     max_new_tokens=40, draft_max_tokens=6)
-    gen_plain = DraftConditionedGenerator(model, Pet, k=2, max_new_tokens=60, draft_max_tokens=6)
+    gen_plain = DraftConditionedGenerator(model, Pet, k=1, max_new_tokens=60, draft_max_tokens=6)
     res = gen.run("A pet?", drafts=HOSTILE_DRAFTS[:2], seed=0)
     for c in res.candidates:
         assert c.complete and c.parse_error is None, c.text
@@ -199,10 +206,10 @@ def test_cfg_outputs_parse_with_lark(model):
     assert res.chosen.complete == bool(complete)
 
 
-def test_same_seed_same_result_other_seed_other_drafts(code_gen):
-    a = code_gen.run("Name a pet.", seed=123)
-    b = code_gen.run("Name a pet.", seed=123)
-    c = code_gen.run("Name a pet.", seed=124)
+def test_same_seed_same_result_other_seed_other_drafts(one_gen):
+    a = one_gen.run("Name a pet.", seed=123)
+    b = one_gen.run("Name a pet.", seed=123)
+    c = one_gen.run("Name a pet.", seed=124)
     assert [x.draft for x in a.candidates] == [x.draft for x in b.candidates]
     assert [x.text for x in a.candidates] == [x.text for x in b.candidates]
     assert [x.trace.alphas for x in a.candidates] == [x.trace.alphas for x in b.candidates]
@@ -228,8 +235,8 @@ def test_batched_projection_matches_one_at_a_time(code_gen):
 
 
 @pytest.mark.parametrize("selector", ["sum_log_alpha", "loglik", "vote"])
-def test_selector_returns_its_argmax(code_gen, selector):
-    res = code_gen.run("Name a pet.", drafts=HOSTILE_DRAFTS, seed=0, selector=selector)
+def test_selector_returns_its_argmax(one_gen, selector):
+    res = one_gen.run("Name a pet.", drafts=HOSTILE_DRAFTS, seed=0, selector=selector)
     assert res.selector == selector
     scores = [c.score for c in res.candidates]
     assert res.candidates[res.index].score == max(scores)
@@ -241,14 +248,14 @@ def test_selector_returns_its_argmax(code_gen, selector):
         assert scores == [c.trace.log_likelihood for c in res.candidates]
 
 
-def test_callable_verifier_is_called_with_prompt_and_candidate(code_gen):
+def test_callable_verifier_is_called_with_prompt_and_candidate(one_gen):
     seen = []
 
     def prefers_dogs(prompt, cand):
         seen.append(prompt)
         return float(cand.text.startswith("dog")) + int(cand.text[-2:]) / 1000
 
-    res = code_gen.run("Name a pet.", drafts=HOSTILE_DRAFTS, seed=0, selector=prefers_dogs)
+    res = one_gen.run("Name a pet.", drafts=HOSTILE_DRAFTS, seed=0, selector=prefers_dogs)
     assert seen == ["Name a pet."] * len(HOSTILE_DRAFTS)
     best = max(range(len(res.candidates)), key=lambda i: prefers_dogs("", res.candidates[i]))
     assert res.index == best and res.selector == "prefers_dogs"

@@ -42,7 +42,8 @@ def test_tiny_bench_runs_and_reports_every_method(capsys):
     cfg = BenchConfig.tiny()
     methods = out["methods"]
     expected = {"cd", "cd_format_prompt"} | {
-        f"dccd_k{k}_{s}" for k in (1, 2) for s in cfg.selectors}
+        f"dccd_t{t:g}_k{k}_{s}" for t in cfg.draft_temperatures for k in (1, 2)
+        for s in cfg.selectors}
     assert set(methods) == expected
     n = out["data"]["evaluated"]
     assert n == min(cfg.eval_questions, out["data"]["held_out"]) and n > 0
@@ -55,9 +56,14 @@ def test_tiny_bench_runs_and_reports_every_method(capsys):
         assert m["projection_tax"] >= 0.0
         if name.startswith("dccd"):
             assert m["accuracy"] <= m["oracle_at_k"]
+            assert 0.0 <= m["faithful_to_draft"] <= 1.0
+        else:
+            assert "faithful_to_draft" not in m and "oracle_at_k" not in m
     # K=1 has one candidate: every selector picks it.
-    k1 = [methods[f"dccd_k1_{s}"] for s in cfg.selectors]
-    assert all(m["accuracy"] == k1[0]["accuracy"] for m in k1)
+    for t in cfg.draft_temperatures:
+        k1 = [methods[f"dccd_t{t:g}_k1_{s}"] for s in cfg.selectors]
+        assert all(m["accuracy"] == k1[0]["accuracy"] for m in k1)
+    assert set(out["draft_accuracy"]) == {str(t) for t in cfg.draft_temperatures}
     # The model's vocabulary is padded past the tokenizer's: α's alignment is exercised.
     assert out["model"]["model_vocab"] > out["model"]["tokenizer_vocab"]
     assert out["config"]["ks"] == [1, 2]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import platform
 import random
 import re
@@ -89,9 +90,9 @@ class BenchConfig:
     """Everything that determines a run (all of it is reported with the results)."""
 
     seed: int = 0
-    operands: int = 16  # questions a + b with a, b in [0, operands)
+    operands: int = 20  # questions a + b with a, b in [0, operands)
     json_fraction: float = 0.5  # share of questions whose JSON projection is trained
-    steps: int = 1500  # training steps
+    steps: int = 900  # training steps
     batch_size: int = 64
     lr: float = 3e-3
     projection_share: float = 0.35  # share of projection examples in a batch
@@ -99,10 +100,12 @@ class BenchConfig:
     layers: int = 4
     heads: int = 4
     vocab_target: int = 400  # BPE vocabulary size asked of `tokenizers`
-    eval_questions: int = 96  # held-out questions evaluated (at most all of them)
+    eval_questions: int = 200  # held-out questions evaluated (at most all of them)
     ks: tuple[int, ...] = (1, 3, 5)
     selectors: tuple[str, ...] = ("sum_log_alpha", "vote", "loglik")
-    draft_temperature: float = 1.0
+    # Drafting temperatures compared: 1 is the model's own distribution; hotter drafts
+    # are noisier, which is where selecting among candidates can matter.
+    draft_temperatures: tuple[float, ...] = (1.0, 2.0)
     backend: str = "outlines_core"
     threads: int = 1
 
@@ -272,9 +275,14 @@ class _Stat:
     tax: list[float] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
     oracle: list[bool] = field(default_factory=list)
+    faithful: list[bool] = field(default_factory=list)
 
     def add(self, cand: Any, truth: int, seconds: float, oracle: bool | None = None) -> None:
         self.correct.append(_answer_of(cand.value) == truth)
+        if cand.draft is not None:
+            # Does the projection say what its draft said? Separates drafting errors
+            # from projection errors.
+            self.faithful.append(_answer_of(cand.value) == parse_prose_answer(cand.draft))
         self.valid.append(cand.complete and cand.parse_error is None)
         self.mean_alpha.append(cand.trace.mean_alpha)
         self.min_alpha.append(cand.trace.min_alpha)
@@ -295,14 +303,22 @@ class _Stat:
         }
         if self.oracle:
             out["oracle_at_k"] = statistics.fmean(self.oracle)
+        if self.faithful:
+            out["faithful_to_draft"] = statistics.fmean(self.faithful)
         return out
 
 
-def evaluate(model: Any, split: _Split, cfg: BenchConfig, progress: bool = True) -> dict:
-    """CD (two prompts) and DCCD (every K and selector) on the held-out questions.
+def _method(temperature: float, k: int, selector: str) -> str:
+    return f"dccd_t{temperature:g}_k{k}_{selector}"
 
-    DCCD draws ``max(ks)`` drafts once per question and evaluates each K on the first K
-    candidates (nested subsets of one draw), so the K rows share their randomness.
+
+def evaluate(model: Any, split: _Split, cfg: BenchConfig, progress: bool = True) -> dict:
+    """CD (two prompts) and DCCD (every draft temperature, K and selector) on the
+    held-out questions.
+
+    For each draft temperature DCCD draws ``max(ks)`` drafts once per question and
+    evaluates each K on the first K candidates (nested subsets of one draw), so the K
+    rows share their randomness.
     """
     from outlines.types import JsonSchema
     from tqdm.auto import tqdm
@@ -310,14 +326,15 @@ def evaluate(model: Any, split: _Split, cfg: BenchConfig, progress: bool = True)
     output_type = JsonSchema(ANSWER_SCHEMA, whitespace_pattern="[ ]?")
     gen = DraftConditionedGenerator(
         model, output_type, k=max(cfg.ks), projection_template=PROJECTION_TEMPLATE,
-        backend=cfg.backend, max_new_tokens=16, draft_max_tokens=16,
-        draft_temperature=cfg.draft_temperature)
+        backend=cfg.backend, max_new_tokens=16, draft_max_tokens=16)
     questions = split.held_out[:cfg.eval_questions]
     stats: dict[str, _Stat] = {"cd": _Stat(), "cd_format_prompt": _Stat()}
-    for k in cfg.ks:
-        for s in cfg.selectors:
-            stats[f"dccd_k{k}_{s}"] = _Stat()
-    draft_correct, examples = [], []
+    for t in cfg.draft_temperatures:
+        for k in cfg.ks:
+            for s in cfg.selectors:
+                stats[_method(t, k, s)] = _Stat()
+    draft_correct: dict[float, list[bool]] = {t: [] for t in cfg.draft_temperatures}
+    examples = []
     bar = tqdm(questions, desc="eval", disable=not progress, file=sys.stderr)
     for qi, (a, b) in enumerate(bar):
         truth, x = a + b, question(a, b)
@@ -328,17 +345,23 @@ def evaluate(model: Any, split: _Split, cfg: BenchConfig, progress: bool = True)
         t2 = time.perf_counter()
         stats["cd"].add(cd.chosen, truth, t1 - t0)
         stats["cd_format_prompt"].add(cdf.chosen, truth, t2 - t1)
-        res = gen.run(x, seed=cfg.seed + qi)
-        dccd_seconds = time.perf_counter() - t2
-        cands = res.candidates
-        draft_correct.extend(parse_prose_answer(c.draft) == truth for c in cands)
-        for k in cfg.ks:
-            sub = cands[:k]
-            oracle = any(_answer_of(c.value) == truth for c in sub)
-            for s in cfg.selectors:
-                best = sub[select(sub, s, x)]
-                # Time of a K run ≈ the K-candidate share of the shared batched run.
-                stats[f"dccd_k{k}_{s}"].add(best, truth, dccd_seconds * k / len(cands), oracle)
+        shown = None  # candidates at the first temperature, for the examples
+        for t in cfg.draft_temperatures:
+            gen.draft_temperature = t
+            t3 = time.perf_counter()
+            cands = gen.run(x, seed=cfg.seed + qi).candidates
+            dccd_seconds = time.perf_counter() - t3
+            shown = cands if shown is None else shown
+            draft_correct[t].extend(parse_prose_answer(c.draft) == truth for c in cands)
+            for k in cfg.ks:
+                sub = cands[:k]
+                oracle = any(_answer_of(c.value) == truth for c in sub)
+                for s in cfg.selectors:
+                    best = sub[select(sub, s, x)]
+                    # Time of a K run ≈ the K-candidate share of the shared batched run.
+                    stats[_method(t, k, s)].add(best, truth, dccd_seconds * k / len(cands),
+                                                oracle)
+        cands = shown
         if len(examples) < 3:
             examples.append({
                 "question": x, "truth": truth, "cd": cd.text, "cd_format_prompt": cdf.text,
@@ -347,17 +370,26 @@ def evaluate(model: Any, split: _Split, cfg: BenchConfig, progress: bool = True)
                 "dccd_alphas": [round(v, 4) for v in cands[0].trace.alphas]})
     return {
         "methods": {name: st.summary() for name, st in stats.items()},
-        "draft_accuracy": statistics.fmean(draft_correct) if draft_correct else math.nan,
+        "draft_accuracy": {str(t): statistics.fmean(v) for t, v in draft_correct.items() if v},
         "examples": examples,
     }
 
 
 def run(cfg: BenchConfig, progress: bool = True) -> dict:
     """Build data, tokenizer and model, train, evaluate; return everything measured."""
-    import outlines
-    import transformers
-
+    threads = torch.get_num_threads()
+    # One thread by default: on a shared 2-core machine a second thread mostly waits
+    # (measured: 0.27 s/step with one thread, 1.2 s/step with two under load).
     torch.set_num_threads(cfg.threads)
+    try:
+        return _run(cfg, progress)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(cfg: BenchConfig, progress: bool) -> dict:
+    import outlines
+
     torch.manual_seed(cfg.seed)
     random.seed(cfg.seed)
     t0 = time.perf_counter()
@@ -377,32 +409,52 @@ def run(cfg: BenchConfig, progress: bool = True) -> dict:
                   "tokenizer_vocab": len(tok), "model_vocab": model.config.vocab_size},
         "train": {"seconds": t_train, "final_loss": statistics.fmean(losses[-20:])},
         "eval_seconds": time.perf_counter() - t0 - t_train,
-        "environment": {"python": platform.python_version(), "torch": torch.__version__,
-                        "transformers": transformers.__version__,
-                        "outlines": getattr(outlines, "__version__", "?"),
-                        "machine": platform.machine(), "threads": torch.get_num_threads()},
+        "environment": _environment(),
         **results,
     }
+
+
+def _environment() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    env = {"python": platform.python_version(), "machine": platform.machine(),
+           "processor": platform.processor() or "?", "cpus": os.cpu_count(),
+           "torch_threads": torch.get_num_threads()}
+    for pkg in ("torch", "transformers", "outlines", "outlines_core", "llguidance", "tokenizers"):
+        try:
+            env[pkg] = version(pkg)
+        except PackageNotFoundError:
+            env[pkg] = None
+    return env
 
 
 _LABELS = {"cd": "CD (question prompt)", "cd_format_prompt": "CD (question + 'JSON:')"}
 
 
+def _fmt_alpha(a: float) -> str:
+    # Four decimals unless tiny: 0.9996 must not print as "1", 1e-5 not as "0.0000".
+    return f"{a:.4f}" if a >= 1e-3 else f"{a:.1e}"
+
+
 def format_table(results: dict) -> str:
     """Markdown table of the methods, then the draft accuracy line."""
-    lines = ["| method | accuracy | valid | mean α | min α | tax (nats) | oracle@K | s/prompt |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| method | accuracy | valid | mean α | min α | tax (nats) | oracle@K | "
+             "faithful | s/prompt |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, m in results["methods"].items():
         label = _LABELS.get(name)
         if label is None:
-            k, sel = re.fullmatch(r"dccd_k(\d+)_(.+)", name).groups()
-            label = f"DCCD K={k} ({sel})"
+            t, k, sel = re.fullmatch(r"dccd_t([^_]+)_k(\d+)_(.+)", name).groups()
+            label = f"DCCD T={t} K={k} ({sel})"
         oracle = f"{m['oracle_at_k']:.3f}" if "oracle_at_k" in m else "—"
+        faithful = f"{m['faithful_to_draft']:.3f}" if "faithful_to_draft" in m else "—"
         lines.append(f"| {label} | {m['accuracy']:.3f} | {m['valid']:.3f} | "
-                     f"{m['mean_alpha']:.3f} | {m['min_alpha']:.3g} | {m['projection_tax']:.2f} | "
-                     f"{oracle} | {m['seconds_per_prompt']:.3f} |")
+                     f"{_fmt_alpha(m['mean_alpha'])} | {_fmt_alpha(m['min_alpha'])} | "
+                     f"{m['projection_tax']:.3f} | {oracle} | {faithful} | "
+                     f"{m['seconds_per_prompt']:.3f} |")
     lines.append("")
-    lines.append(f"draft accuracy (prose drafts stating the right number): "
-                 f"{results['draft_accuracy']:.3f}; held-out questions evaluated: "
-                 f"{results['data']['evaluated']} (JSON never trained on them)")
+    drafts = ", ".join(f"T={t}: {a:.3f}" for t, a in results["draft_accuracy"].items())
+    lines.append(f"draft accuracy (prose drafts stating the right number): {drafts}; "
+                 f"held-out questions evaluated: {results['data']['evaluated']} "
+                 f"(JSON never trained on them)")
     return "\n".join(lines)
