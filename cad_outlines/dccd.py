@@ -649,7 +649,7 @@ def _pad_id(tok: Any) -> int:
 
 def _parser_for(output_type: Any) -> Callable[[str], Any]:
     """text -> Python value for the output type (text itself when there is no parse)."""
-    from outlines.types import CFG, JsonSchema
+    from outlines.types import JsonSchema
     from outlines.types.dsl import python_types_to_terms
     from outlines.types.utils import is_bool, is_float, is_int, is_pydantic_model
 
@@ -661,9 +661,7 @@ def _parser_for(output_type: Any) -> Callable[[str], Any]:
         return float
     if is_bool(output_type):
         return lambda s: {"true": True, "false": False}[s.strip().lower()]
-    term = python_types_to_terms(output_type)
-    if isinstance(term, JsonSchema):
+    if isinstance(python_types_to_terms(output_type), JsonSchema):
         return json.loads
-    if isinstance(term, CFG):
-        return str
+    # Regex, CFG and other terms: the text is the value.
     return str
