@@ -169,6 +169,9 @@ def _add_ceiling(sub: argparse._SubParsersAction) -> None:
                    help="text (default): special-token spellings in the text are plain "
                         "text; match: they become special tokens")
     p.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    p.add_argument("--kernel", metavar="KERNEL.json",
+                   help="add the speed-up bounds (bnd_m8, bnd_mean, bnd_exact, bnd_fixed, m*) "
+                        "from a `bench kernel` file; see docs/benchmarks.md")
     p.set_defaults(func=_run_ceiling)
 
 
@@ -182,17 +185,116 @@ def _run_ceiling(args: argparse.Namespace) -> int:
     cases = load_corpus(args.corpus)
     tokenization = load_tokenization(args.tokenizer,
                                      special_as_text=args.special_tokens == "text")
+    kernel = None
+    if args.kernel:
+        from cad_outlines.bench.bounds import load_kernel
+
+        kernel = load_kernel(args.kernel)  # read before the corpus work: fail early
+    name = os.path.splitext(os.path.basename(args.corpus))[0]
+    if kernel is not None:
+        from cad_outlines.bench.bounds import ceiling_with_bounds, format_bounds
+
+        stats, bounds = ceiling_with_bounds(cases, tokenization, kernel, granularity=args.granularity,
+                                            min_span=args.min_span, progress=True)
+        if args.json:
+            print(json.dumps({**stats.as_dict(), "bounds": bounds}, indent=2))
+        else:
+            print(format_table(stats, name) + "\n\n" + format_bounds(bounds, name))
+        return 0
     stats = ceiling(cases, tokenization, granularity=args.granularity,
                     min_span=args.min_span, progress=True)
     if args.json:
         print(json.dumps(stats.as_dict(), indent=2))
     else:
-        name = os.path.splitext(os.path.basename(args.corpus))[0]
         print(format_table(stats, name))
     return 0
 
 
 _COMMANDS.append(_add_ceiling)
+
+
+# --- demo | edit: the main job ---------------------------------------------------------
+
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="run the real decode loop offline on the bundled example edit",
+                       description="Teacher-force the oracle program of a bundled edit through the real "
+                                   "decode loop of a random-weight preset, next to full regeneration.")
+    p.add_argument("--preset", default="tiny-qwen", help="random-weight preset (default: tiny-qwen)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32")
+    p.set_defaults(func=_run_demo)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from cad_outlines import models
+    from cad_outlines.demo import run_demo
+
+    model = models.load(args.preset, device=args.device, dtype=args.dtype)
+    report = run_demo(model, args.preset)
+    print(report.format())
+    return 0 if report.matches_gold else 1
+
+
+_COMMANDS.append(_add_demo)
+
+
+def _add_edit(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("edit", help="edit a file with a model (prints the diff; -o writes atomically)")
+    p.add_argument("file", help="file to edit")
+    p.add_argument("--instruction", required=True, help="what to change")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", help="Hugging Face model id or local folder (transformers)")
+    source.add_argument("--preset", help="random-weight preset instead of a real model (offline tests)")
+    p.add_argument("-o", "--output", help="write the edited file here (atomically; may be FILE itself)")
+    p.add_argument("--granularity", choices=["lines", "tokens"], default="lines")
+    p.add_argument("--force-program", metavar="PROGRAM",
+                   help="teacher-force this program file through the decode loop (tests, benchmarks)")
+    p.add_argument("--max-new-tokens", type=int, default=2048)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32")
+    p.set_defaults(func=_run_edit)
+
+
+def _run_edit(args: argparse.Namespace) -> int:
+    import difflib
+
+    from cad_outlines import models
+    from cad_outlines.files import atomic_write, read_text
+    from cad_outlines.generator import CaDGenerator
+
+    document = read_text(args.file)
+    if args.model:
+        import outlines
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        hf_model = AutoModelForCausalLM.from_pretrained(
+            args.model, dtype=getattr(torch, args.dtype)).to(args.device).eval()
+        model = outlines.from_transformers(hf_model, AutoTokenizer.from_pretrained(args.model))
+    else:
+        model = models.load(args.preset, device=args.device, dtype=args.dtype)
+    forced = read_text(args.force_program) if args.force_program else None
+    result = CaDGenerator(model, document, granularity=args.granularity, max_new_tokens=args.max_new_tokens,
+                          temperature=args.temperature, top_p=args.top_p, seed=args.seed
+                          ).run(args.instruction, force_program=forced)
+    if result.document is None:
+        raise UsageError(f"the program was not finished within --max-new-tokens {args.max_new_tokens} "
+                         f"({len(result.ops)} complete op(s)); nothing was written")
+    sys.stdout.writelines(difflib.unified_diff(document.splitlines(True), result.document.splitlines(True),
+                                               args.file, args.output or args.file))
+    if args.output:
+        atomic_write(args.output, result.document)
+    s = result.stats
+    print(f"# {s.decoded_tokens} decoded, {s.forced_tokens} forced, {s.copied_tokens} copied tokens; "
+          f"{s.forward_passes} forward passes; {s.total_seconds:.2f} s", file=sys.stderr)
+    return 0
+
+
+_COMMANDS.append(_add_edit)
 
 
 # --- bench: one group, one sub-subcommand per measurement -----------------------------
@@ -264,6 +366,200 @@ def _run_bench_dccd(args: argparse.Namespace) -> int:
 
 
 _BENCH_COMMANDS.append(_add_bench_dccd)
+
+
+# --- bench kernel | e2e | formats | perturb (cad_outlines/bench/, docs/benchmarks.md) ------
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
+    return number
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    # Presets are checked by models.build (importing models here would import torch for
+    # every command).
+    p.add_argument("--preset", required=True, metavar="NAME",
+                   help="random-weight architecture of cad_outlines.models.PRESETS (e.g. "
+                        "tiny-qwen, qwen2.5-0.5b); speed does not depend on the weights, "
+                        "selection quality does")
+    p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                   help="weight dtype (default: float32)")
+    p.add_argument("--threads", type=_positive, default=None, metavar="N",
+                   help="torch intra-op threads (default: torch's own choice)")
+
+
+def _add_output_args(p: argparse.ArgumentParser, plot: bool = True) -> None:
+    p.add_argument("--seed", type=int, default=0, help="seed of weights, ids and draws (default: 0)")
+    p.add_argument("--json", action="store_true", help="print every measurement as JSON")
+    p.add_argument("-o", "--output", metavar="OUT.json", help="also write the JSON here (atomically)")
+    if plot:
+        p.add_argument("--plot", metavar="PNG", help="write the plot here (PNG)")
+
+
+def _emit(args: argparse.Namespace, report: dict, table: str) -> None:
+    import json
+
+    from cad_outlines.bench._common import write_json
+
+    if args.output:
+        write_json(args.output, report)
+    print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else table)
+
+
+def _add_bench_kernel(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser(
+        "kernel",
+        help="time N decode forwards vs one N-token forward (s(N)) and the loop's fixed costs",
+        description="After a P-token prefix, time N one-token decode forwards against one "
+                    "N-token forward over the same cache for N = 1, 2, 4, ..., max-n (median "
+                    "of t trials after a warm-up), with logits_to_keep=1 and full logits; "
+                    "measure tau, c_mask, c_sync, c_forced and a copy tag's decode steps. "
+                    "Writes a kernel JSON for `ceiling --kernel` and a plot.")
+    _add_model_args(p)
+    p.add_argument("--prefix", type=_positive, default=1024, metavar="P", help="prefix tokens (default: 1024)")
+    p.add_argument("--trials", type=_positive, default=3, metavar="T", help="timed trials (default: 3)")
+    p.add_argument("--max-n", type=_positive, default=512, metavar="N", help="largest N (default: 512)")
+    _add_output_args(p)
+    p.set_defaults(func=_run_bench_kernel)
+
+
+def _run_bench_kernel(args: argparse.Namespace) -> int:
+    from cad_outlines.bench.kernel import KernelConfig, format_kernel, plot_kernel, run_kernel
+
+    cfg = KernelConfig(args.preset, device=args.device, dtype=args.dtype, prefix=args.prefix,
+                       trials=args.trials, max_n=args.max_n, seed=args.seed, threads=args.threads)
+    record = run_kernel(cfg, progress=True)
+    if args.plot:
+        plot_kernel(record, args.plot)
+    _emit(args, record, format_kernel(record))
+    return 0
+
+
+_BENCH_COMMANDS.append(_add_bench_kernel)
+
+
+def _add_bench_e2e(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser(
+        "e2e",
+        help="oracle-forced CaD vs full regeneration, Outlines' Generator and splice=False",
+        description="On each case: full regeneration of the gold (a), Outlines' Generator "
+                    "with the same CFG forced to the oracle program (b), CaD forced to the "
+                    "oracle program, CaD splice=False (c) and splice=False fast_forward=False; "
+                    "realized speed-up over (a) next to bnd_exact from a kernel curve measured "
+                    "in the same run. Random weights: speed only, not selection quality.")
+    p.add_argument("corpus", metavar="CORPUS.jsonl", help='JSONL of {"id", "doc", "gold"}')
+    _add_model_args(p)
+    p.add_argument("--limit", type=_positive, default=None, metavar="K", help="first K cases only")
+    p.add_argument("--order", choices=["file", "size"], default="file",
+                   help="file order (default) or smallest doc+gold first")
+    p.add_argument("--kernel-trials", type=_positive, default=1, metavar="T",
+                   help="trials of the in-run kernel curve (default: 1)")
+    p.add_argument("--kernel-max-n", type=_positive, default=256, metavar="N",
+                   help="largest N of the in-run kernel curve (default: 256)")
+    p.add_argument("--kernel-prefix", type=_positive, default=None, metavar="P",
+                   help="prefix of the in-run kernel (default: mean prompt tokens of the cases)")
+    _add_output_args(p)
+    p.set_defaults(func=_run_bench_e2e)
+
+
+def _run_bench_e2e(args: argparse.Namespace) -> int:
+    import os
+
+    from cad_outlines.bench.e2e import E2EConfig, format_e2e, plot_e2e, run_e2e
+    from cad_outlines.corpus import load_corpus
+
+    cfg = E2EConfig(args.preset, device=args.device, dtype=args.dtype, seed=args.seed,
+                    threads=args.threads, limit=args.limit, order=args.order,
+                    kernel_trials=args.kernel_trials, kernel_max_n=args.kernel_max_n,
+                    kernel_prefix=args.kernel_prefix)
+    report = run_e2e(load_corpus(args.corpus), cfg, progress=True)
+    name = os.path.splitext(os.path.basename(args.corpus))[0]
+    if args.plot:
+        plot_e2e(report, args.plot, title=f"{name}: {args.preset} e2e (random weights)")
+    _emit(args, report, format_e2e(report, name))
+    return 0 if not report["failures"] else 1
+
+
+_BENCH_COMMANDS.append(_add_bench_e2e)
+
+
+def _add_bench_formats(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser(
+        "formats",
+        help="output tokens and round trips: full text, search/replace, unified diff, CaD",
+        description="From the oracle alignment of every case: tokens (mean, median, p95, "
+                    "total) and exact round trip of full regeneration, Aider-style "
+                    "search/replace blocks (first match), difflib unified diffs applied with "
+                    "GNU patch, and CaD programs (lines and tokens). Deterministic; no model.")
+    p.add_argument("corpus", metavar="CORPUS.jsonl", help='JSONL of {"id", "doc", "gold"}')
+    p.add_argument("--tokenizer", metavar="DIR", required=True, help="Hugging Face tokenizer folder")
+    p.add_argument("--limit", type=_positive, default=None, metavar="K", help="first K cases only")
+    p.add_argument("--min-span", type=_positive, default=8, metavar="M",
+                   help="shortest token copy of the token-level CaD program (default: 8)")
+    _add_output_args(p, plot=False)
+    p.set_defaults(func=_run_bench_formats)
+
+
+def _run_bench_formats(args: argparse.Namespace) -> int:
+    import os
+
+    from cad_outlines.bench.formats import format_formats, run_formats
+    from cad_outlines.ceiling import load_tokenization
+    from cad_outlines.corpus import load_corpus
+
+    report = run_formats(load_corpus(args.corpus), load_tokenization(args.tokenizer),
+                         limit=args.limit, min_span=args.min_span, progress=True)
+    report["seed"] = args.seed  # no randomness; recorded for uniformity
+    _emit(args, report, format_formats(report, os.path.splitext(os.path.basename(args.corpus))[0]))
+    return 0
+
+
+_BENCH_COMMANDS.append(_add_bench_formats)
+
+
+def _add_bench_perturb(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser(
+        "perturb",
+        help="exact match when every copy endpoint is shifted by U[-eps, eps]",
+        description="Shift each copy endpoint of the oracle program by an integer drawn "
+                    "from Uniform[-eps, eps], clamp to the document, resolve in clipped mode "
+                    "and count exact matches with the gold. No model.")
+    p.add_argument("corpus", metavar="CORPUS.jsonl", help='JSONL of {"id", "doc", "gold"}')
+    p.add_argument("--eps", default="0,1,2,3,5", metavar="E1,E2,...",
+                   help="shift bounds to try (default: 0,1,2,3,5)")
+    p.add_argument("--trials", type=_positive, default=5, metavar="T", help="draws per case (default: 5)")
+    p.add_argument("--limit", type=_positive, default=None, metavar="K", help="first K cases only")
+    _add_output_args(p)
+    p.set_defaults(func=_run_bench_perturb)
+
+
+def _run_bench_perturb(args: argparse.Namespace) -> int:
+    import os
+
+    from cad_outlines.bench.perturb import format_perturb, plot_perturb, run_perturb
+    from cad_outlines.corpus import load_corpus
+
+    try:
+        eps = [int(v) for v in args.eps.split(",")]
+    except ValueError:
+        raise UsageError(f"--eps takes comma-separated integers, got {args.eps!r}") from None
+    if min(eps) < 0:
+        raise UsageError(f"--eps values must be >= 0, got {args.eps!r}")
+    name = os.path.splitext(os.path.basename(args.corpus))[0]
+    report = run_perturb(load_corpus(args.corpus), eps, trials=args.trials, seed=args.seed,
+                         limit=args.limit, progress=True)
+    if args.plot:
+        plot_perturb(report, args.plot, title=f"{name}: copy-index perturbation "
+                                              f"({report['n']} cases x {args.trials} trials)")
+    _emit(args, report, format_perturb(report, name))
+    return 0
+
+
+_BENCH_COMMANDS.append(_add_bench_perturb)
 
 
 def _write_stdout(text: str) -> None:

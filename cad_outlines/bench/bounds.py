@@ -144,8 +144,8 @@ def speedup(T: int, T_gen: int, spans: Iterable[int], s: Callable[[float], float
     """
     denom = float(T_gen)
     for n in spans:
-        if n < 1:
-            raise ValueError(f"a copy span has at least one token, got {n}")
+        if n < 0:  # 0 is possible: a copied empty line has no tokens of its own
+            raise ValueError(f"a copy span has no negative token count, got {n}")
         denom += n / s(n) + per_copy_steps if n >= min_span else n
     if denom <= 0:
         raise ValueError("nothing to decode: T_gen = 0 and no spans")
@@ -308,3 +308,58 @@ def load_kernel(path: str | os.PathLike) -> Kernel:
     if not isinstance(data, dict):
         raise ValueError(f"{where}: expected a JSON object")
     return kernel_from_dict(data, where)
+
+
+# --- ceiling + bounds (``cad-outlines ceiling --kernel``) ------------------------------------
+
+
+def ceiling_with_bounds(cases: Iterable[Any], tokenization: Any, kernel: Kernel, *,
+                        granularity: str = "lines", min_span: int = 8,
+                        progress: bool = False) -> tuple[Any, dict[str, Any]]:
+    """Copy-ceiling statistics and every bound, from one pass over the corpus.
+
+    Returns
+    -------
+    (stats, bounds)
+        ``stats`` is :class:`cad_outlines.ceiling.CeilingStats`; ``bounds`` maps
+        ``"keep1"`` and ``"full"`` (the kernel curve used) to :meth:`Bounds.as_dict`,
+        plus ``"kernel"``: where the kernel came from.
+    """
+    from ..ceiling import case_ceiling, summarize
+
+    cases = list(cases)
+    if progress:
+        from tqdm import tqdm
+
+        cases = tqdm(cases, desc=f"ceiling ({granularity})", unit="case")
+    results = []
+    for case in cases:
+        try:
+            results.append(case_ceiling(case, tokenization, granularity, min_span))
+        except ValueError as err:
+            raise ValueError(f"case {case.id!r}: {err}") from err
+    stats = summarize(results)
+    spans = [n for r in results for n in r.spans]
+    out: dict[str, Any] = {
+        logits: compute_bounds(stats.T, stats.T_gen, spans, kernel.curve(logits), kernel.costs).as_dict()
+        for logits in ("keep1", "full")}
+    out["kernel"] = {k: kernel.meta.get(k) for k in ("preset", "device", "dtype", "prefix", "trials", "max_n")}
+    out["kernel"]["tau"] = kernel.costs.tau
+    return stats, out
+
+
+def format_bounds(bounds: dict[str, Any], name: str = "") -> str:
+    """Markdown table of the bounds (one row per kernel curve)."""
+    k = bounds["kernel"]
+    lines = [f"bounds from kernel {k['preset']} ({k['dtype']}, {k['device']}, prefix {k['prefix']}, "
+             f"max N {k['max_n']}, tau {k['tau'] * 1e3:.2f} ms)", "",
+             f"| {name} logits | s(8) | s(mean span) | bnd_m8 | bnd_mean | bnd_exact | c / tau "
+             "| bnd_fixed | m* (exact) | bnd_policy | spans > max N |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for logits in ("keep1", "full"):
+        b = bounds[logits]
+        lines.append(f"| {logits} | {b['s8']:.2f} | {b['s_mean']:.2f} | {b['bnd_m8']:.2f} | {b['bnd_mean']:.2f} "
+                     f"| {b['bnd_exact']:.2f} | {b['per_copy_cost'] / bounds['kernel']['tau']:.1f} "
+                     f"| {b['bnd_fixed']:.2f} | {b['m_star']} ({b['m_star_exact']}) | {b['bnd_policy']:.2f} "
+                     f"| {b['spans_beyond_curve']}/{b['K']} |")
+    return "\n".join(lines)

@@ -1,0 +1,139 @@
+"""What every benchmark shares: the environment record, thread setting, atomic outputs.
+
+Each benchmark's JSON carries :func:`environment` so that a figure can always be traced
+to the machine, versions, load and date that produced it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+_PACKAGES = ("torch", "transformers", "outlines", "outlines_core", "llguidance", "tokenizers",
+             "numpy", "matplotlib")
+
+
+def environment(**extra: Any) -> dict[str, Any]:
+    """Machine, versions, load average, UTC date and git commit, plus ``extra``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    env: dict[str, Any] = {
+        "date_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "cpus": os.cpu_count(),
+        "loadavg_1_5_15": _loadavg(),
+        "git_commit": _git_commit(),
+    }
+    for pkg in _PACKAGES:
+        try:
+            env[pkg] = version(pkg)
+        except PackageNotFoundError:
+            env[pkg] = None
+    if "torch" in sys.modules:
+        import torch
+
+        env["torch_threads"] = torch.get_num_threads()
+        if torch.cuda.is_available():
+            env["gpu"] = torch.cuda.get_device_name(0)
+    env.update(extra)
+    return env
+
+
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with ``threads`` intra-op threads (``None``: torch's default), then
+    restore the previous setting."""
+    import torch
+
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    previous = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def write_json(path: str | os.PathLike, data: Any) -> None:
+    """Write ``data`` as indented JSON, atomically."""
+    from ..files import atomic_write
+
+    atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 100) -> None:
+    """Save a matplotlib figure as PNG atomically (temp file in the same folder)."""
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=directory)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def progress(iterable: Any = None, **kwargs: Any) -> Any:
+    """A tqdm bar on stderr; ``disable=True`` hides it."""
+    from tqdm import tqdm
+
+    return tqdm(iterable, file=sys.stderr, dynamic_ncols=True, **kwargs)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolation percentile (numpy's default); 0.0 for no values."""
+    import numpy as np
+
+    return float(np.percentile(values, q)) if values else 0.0
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
+
+
+def _loadavg() -> list[float] | None:
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def _git_commit() -> str | None:
+    root = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None

@@ -1,0 +1,125 @@
+"""Bench-side drivers of :class:`~cad_outlines.generator.CaDGenerator`'s own pieces.
+
+Nothing here copies the decode loop: :class:`CountingGenerator` runs the real loop with a
+stand-in forward (to count a program's decode steps and forced runs), and
+:func:`regenerate` teacher-forces a text through the generator's own ``_new_cache`` /
+``_forward`` helpers, one forward per token, as baseline (a) "full autoregressive
+regeneration with the same forward and no constraint". Once ``_decode(...,
+constrained=False)`` is wired in the generator (``CaDGenerator.regenerate``),
+:func:`regen_baseline` uses it and :func:`regenerate` is only the fallback.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from ..generator import CaDGenerator
+from ..program import Copy, Gen, Op
+
+
+class CountingGenerator(CaDGenerator):
+    """The real decode loop with a stand-in forward that records how many ids it got.
+
+    ``widths[0]`` is the prompt; each later entry is one forward of the loop (1 = a plain
+    decode step, more = a step carrying a forced run and/or a splice). No model runs.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.widths: list[int] = []
+
+    def _forward(self, ids: Sequence[int], cache: Any) -> torch.Tensor:
+        self.widths.append(len(ids))
+        return torch.zeros(self._vocab)
+
+
+@dataclass(frozen=True)
+class TagShape:
+    """Decode steps and forced runs that one copy tag adds to a program."""
+
+    tag: str
+    decode_steps: int
+    forced_runs: int
+    forced_tokens: int
+
+
+def tag_shape(model: Any, n_lines: int = 300, copy: tuple[int, int] = (120, 245)) -> TagShape:
+    """Count what ``<copy lines="i-j"/>`` costs in the real loop (fast-forward on).
+
+    Two forced programs on an ``n_lines`` document are run through
+    :class:`CountingGenerator` (``splice=False`` so that forward widths are
+    ``1 + forced run``): gen, copy, gen and gen, gen; the differences are the tag's.
+    """
+    doc = "\n".join(f"line {k} = {k} * 2" for k in range(1, n_lines + 1))
+    with_copy: list[Op] = [Gen("\nx = 1\n"), Copy(*copy), Gen("\ny = 2\n")]
+    without: list[Op] = [Gen("\nx = 1\n"), Gen("\ny = 2\n")]
+    counts = []
+    for ops in (with_copy, without):
+        gen = CountingGenerator(model, doc, splice=False)
+        stats = gen.run("edit", force_program=ops).stats
+        loop = gen.widths[1:]
+        counts.append((stats.decoded_tokens, sum(w > 1 for w in loop), stats.forced_tokens))
+    (d1, r1, f1), (d0, r0, f0) = counts
+    return TagShape(f'<copy lines="{copy[0]}-{copy[1]}"/>', d1 - d0, r1 - r0, f1 - f0)
+
+
+@dataclass
+class RegenStats:
+    """Timing of one teacher-forced regeneration (baseline (a))."""
+
+    prompt_tokens: int
+    tokens: int
+    forward_passes: int
+    prefill_seconds: float
+    total_seconds: float
+
+    @property
+    def gen_seconds(self) -> float:
+        """Seconds after the prompt prefill."""
+        return self.total_seconds - self.prefill_seconds
+
+
+def regenerate(gen: CaDGenerator, prompt_ids: Sequence[int], target_ids: Sequence[int]) -> RegenStats:
+    """Teacher-force ``target_ids`` after the prompt: one forward per token, no constraint.
+
+    The forward after the last target token is kept (it yields the logits that would
+    choose end-of-sequence), so ``len(target_ids)`` forwards follow the prefill, the same
+    count as a loop that generates the text and then stops.
+    """
+    start = time.perf_counter()
+    cache = gen._new_cache()
+    clock = time.perf_counter()
+    gen._forward(prompt_ids, cache)
+    prefill = time.perf_counter() - clock
+    for tid in target_ids:
+        gen._forward([tid], cache)
+    total = time.perf_counter() - start
+    return RegenStats(len(prompt_ids), len(target_ids), 1 + len(target_ids), prefill, total)
+
+
+def regen_baseline(gen: CaDGenerator, instruction: str, gold: str) -> dict[str, Any]:
+    """Baseline (a) for one case: the generator's own unconstrained loop when it has one
+    (``CaDGenerator.regenerate(instruction, target=gold)``), else :func:`regenerate`.
+
+    Returns a dict with ``prompt_tokens``, ``tokens``, ``forward_passes``,
+    ``prefill_seconds``, ``total_seconds``, ``gen_seconds``, ``exact`` and ``via``.
+    """
+    if hasattr(gen, "regenerate"):
+        result = gen.regenerate(instruction, target=gold)
+        st = result.stats
+        return {"prompt_tokens": st.prompt_tokens, "tokens": st.decoded_tokens + st.forced_tokens,
+                "forward_passes": st.forward_passes, "prefill_seconds": st.prefill_seconds,
+                "total_seconds": st.total_seconds, "gen_seconds": st.total_seconds - st.prefill_seconds,
+                "constraint_seconds": st.constraint_seconds, "exact": result.document == gold,
+                "via": "CaDGenerator.regenerate"}
+    prompt_ids = gen.adapter.prompt_ids(gen.document, instruction, gen.granularity)
+    stats = regenerate(gen, prompt_ids, gen.adapter.encode(gold))
+    return {"prompt_tokens": stats.prompt_tokens, "tokens": stats.tokens,
+            "forward_passes": stats.forward_passes, "prefill_seconds": stats.prefill_seconds,
+            "total_seconds": stats.total_seconds, "gen_seconds": stats.gen_seconds,
+            "constraint_seconds": 0.0, "exact": gen.adapter.decode(gen.adapter.encode(gold)) == gold,
+            "via": "bench._loop.regenerate (teacher-forced _forward)"}

@@ -1,0 +1,443 @@
+"""``bench e2e``: the oracle-forced CaD loop against its baselines, on real edits.
+
+Every case of the corpus is decoded, with the same model in the same process, five ways:
+
+``regen`` (a)
+    Full autoregressive regeneration of the gold: the gold teacher-forced after the same
+    prompt, one forward per token, no constraint, through the generator's own loop
+    (``CaDGenerator.regenerate``) or, where that is missing, its ``_forward`` /
+    ``_new_cache`` helpers (:func:`._loop.regen_baseline`).
+``outlines`` (b)
+    Outlines' stock ``outlines.Generator(model, outlines.types.CFG(grammar))`` with the
+    same specialised grammar, driven by ``model.generate`` (transformers' loop) with
+    Outlines' llguidance processor masking every step and a forcing wrapper
+    (:class:`ForcingProcessor`) that then keeps only the oracle program's next token.
+    No splice, no fast-forward: one forward per program token.
+``cad``
+    :class:`~cad_outlines.generator.CaDGenerator` with ``force_program=oracle`` (splice
+    and fast-forward on).
+``cad_nosplice`` (c)
+    The same with ``splice=False``.
+``cad_plain``
+    ``splice=False, fast_forward=False``: the same work as (b), in our loop.
+
+Speed-ups compare the **generation phase** (wall time after the prompt's prefill,
+which all five share); ``*_with_prefill`` figures include it. ``bnd_exact`` comes from a
+kernel curve measured in the same run (``logits_to_keep=1``, as the generator runs).
+Weights are random: speed does not depend on them, but no figure here says anything
+about what a trained model would choose.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional, Sequence
+
+import torch
+from outlines.processors.base_logits_processor import OutlinesLogitsProcessor
+
+from ..ceiling import case_ceiling
+from ..corpus import Case
+from ..generator import CaDGenerator
+from ..grammar import load_grammar, specialize
+from ..oracle import oracle_program
+from ..program import parse, render
+from ..resolver import resolve
+from . import _common
+from ._loop import regen_baseline
+from .bounds import KernelCurve, compute_bounds, kernel_from_dict
+from .kernel import KernelConfig, measure_kernel
+
+__all__ = ["E2EConfig", "ForcingProcessor", "format_e2e", "plot_e2e", "run_e2e", "select_cases"]
+
+RUNS = ("regen", "outlines", "cad", "cad_nosplice", "cad_plain")
+
+
+@dataclass(frozen=True)
+class E2EConfig:
+    """What ``bench e2e`` runs."""
+
+    preset: str
+    device: str = "cpu"
+    dtype: str = "float32"
+    seed: int = 0
+    threads: Optional[int] = None
+    limit: Optional[int] = None
+    order: str = "file"
+    instruction: str = "Apply the edit."
+    kernel_trials: int = 1
+    kernel_max_n: int = 256
+    kernel_prefix: Optional[int] = None  # None: the mean prompt length of the cases
+
+    def __post_init__(self) -> None:
+        if self.order not in ("file", "size"):
+            raise ValueError(f"order must be 'file' or 'size', got {self.order!r}")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"limit must be >= 1, got {self.limit}")
+
+
+def select_cases(cases: Sequence[Case], order: str = "file", limit: Optional[int] = None) -> list[Case]:
+    """``order="file"``: file order; ``"size"``: smallest ``len(doc) + len(gold)`` first
+    (ties by id); then the first ``limit``."""
+    chosen = list(cases)
+    if order == "size":
+        chosen.sort(key=lambda c: (len(c.doc) + len(c.gold), c.id))
+    elif order != "file":
+        raise ValueError(f"order must be 'file' or 'size', got {order!r}")
+    return chosen[:limit] if limit is not None else chosen
+
+
+# --- baseline (b): Outlines' own generator, forced to the oracle program -------------------
+
+
+class ForcingProcessor(OutlinesLogitsProcessor):
+    """Wrap Outlines' processor: let it mask, then keep only the forced program's next token.
+
+    Built as an ``OutlinesLogitsProcessor`` (so ``Generator.__call__`` resets it and
+    transformers calls it) around the stock processor of ``outlines.Generator``. The
+    program's tokens are ``adapter.encode`` of its remaining text; where Outlines' mask
+    does not allow the planned token (llguidance prefers canonical tokenizations in
+    forced stretches), the longest allowed token spelling a prefix of the remaining bytes
+    is taken and the rest re-tokenized. ``stop`` is a stopping criterion that ends
+    generation right after the program's last token (no forward after it, as in CaD).
+    """
+
+    def __init__(self, inner: Any, adapter: Any, text: str):
+        super().__init__("torch")
+        self.inner, self.adapter, self.text = inner, adapter, text
+        self.reset()
+
+    def reset(self) -> None:
+        self.inner.reset()
+        self.rest = self.text.encode("utf-8")
+        self.queue = list(self.adapter.encode(self.text))
+        self.chosen: list[int] = []
+        self.first_call: Optional[float] = None
+        self.calls = 0
+        self.fallbacks = 0
+
+    def process_logits(self, input_ids: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        if self.first_call is None:
+            self.first_call = time.perf_counter()
+        self.calls += 1
+        logits = self.inner.process_logits(input_ids, logits)
+        if not self.rest:
+            raise RuntimeError("Outlines asked for a token after the forced program ended")
+        tid = self.queue[0] if self.queue else None
+        if tid is None or not bool(torch.isfinite(logits[0, tid])):
+            tid = self._fallback(torch.isfinite(logits[0]))
+        piece = self.adapter.token_bytes(tid)
+        self.rest = self.rest[len(piece):]
+        if self.queue and self.queue[0] == tid:
+            self.queue.pop(0)
+        else:
+            self.queue = list(self.adapter.encode(self.rest.decode("utf-8"))) if self.rest else []
+        self.chosen.append(tid)
+        out = torch.full_like(logits, float("-inf"))
+        out[:, tid] = 0.0
+        return out
+
+    def _fallback(self, allowed: torch.Tensor) -> int:
+        self.fallbacks += 1
+        best, best_len = None, 0
+        for tid in torch.nonzero(allowed).flatten().tolist():
+            piece = self.adapter.token_bytes(tid) if tid < len(self.adapter.tokenizer) else b""
+            if piece and len(piece) > best_len and self.rest.startswith(piece):
+                best, best_len = tid, len(piece)
+        if best is None:
+            raise RuntimeError(f"Outlines' mask allows no token spelling the program's next "
+                               f"bytes {self.rest[:30]!r}")
+        return best
+
+    def stop(self) -> Any:
+        from transformers import StoppingCriteria
+
+        outer = self
+
+        class _ProgramDone(StoppingCriteria):
+            def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+                done = not outer.rest
+                return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)
+
+        return _ProgramDone()
+
+
+def run_outlines(model: Any, document: str, instruction: str, program_text: str,
+                 adapter: Any) -> dict[str, Any]:
+    """Baseline (b): ``outlines.Generator(model, CFG(grammar))`` forced to ``program_text``."""
+    import outlines
+    from transformers import StoppingCriteriaList
+
+    grammar = specialize(load_grammar("lines"), len(document.split("\n")), "lines")
+    clock = time.perf_counter()
+    generator = outlines.Generator(model, outlines.types.CFG(grammar))
+    setup = time.perf_counter() - clock
+    forcing = ForcingProcessor(generator.logits_processor, adapter, program_text)
+    generator.logits_processor = forcing
+    budget = len(adapter.encode(program_text)) + 64
+    prompt = adapter.user_content(document, instruction, "lines")  # Outlines applies the chat template
+    clock = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        generator(prompt, max_new_tokens=budget, do_sample=False,
+                  stopping_criteria=StoppingCriteriaList([forcing.stop()]))
+    end = time.perf_counter()
+    text = adapter.decode(forcing.chosen)
+    return {"setup_seconds": setup, "total_seconds": end - clock,
+            "gen_seconds": end - (forcing.first_call or end),
+            "prefill_seconds": (forcing.first_call or end) - clock,
+            "tokens": len(forcing.chosen), "forward_passes": forcing.calls,
+            "fallbacks": forcing.fallbacks, "program_ok": text == program_text}
+
+
+# --- one case ----------------------------------------------------------------------------
+
+
+def _cad_run(model: Any, case: Case, instruction: str, ops: list, **options: Any) -> dict[str, Any]:
+    gen = CaDGenerator(model, case.doc, **options)
+    result = gen.run(instruction, force_program=ops)
+    stats = asdict(result.stats)
+    stats["gen_seconds"] = result.stats.total_seconds - result.stats.prefill_seconds
+    stats["exact"] = result.document == case.gold
+    return stats
+
+
+def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs: Any) -> dict[str, Any]:
+    """All five runs of one case, its ceiling figures and bounds."""
+    ops = oracle_program(case.doc, case.gold)
+    program_text = render(ops)
+    if resolve(parse(program_text), case.doc) != case.gold:
+        raise ValueError(f"case {case.id!r}: the oracle program does not rebuild the gold")
+    gen = CaDGenerator(model, case.doc)
+    adapter = gen.adapter
+    ceiling = case_ceiling(case, adapter, "lines")
+    T, spans = ceiling.T, list(ceiling.spans)
+    bounds = compute_bounds(T, T - sum(spans), spans, curve, costs)
+    prompt_ids = adapter.prompt_ids(case.doc, instruction, "lines")
+    runs: dict[str, Any] = {"regen": regen_baseline(gen, instruction, case.gold)}
+    runs["outlines"] = run_outlines(model, case.doc, instruction, program_text, adapter)
+    runs["cad"] = _cad_run(model, case, instruction, ops)
+    runs["cad_nosplice"] = _cad_run(model, case, instruction, ops, splice=False)
+    runs["cad_plain"] = _cad_run(model, case, instruction, ops, splice=False, fast_forward=False)
+    realized = runs["regen"]["gen_seconds"] / runs["cad"]["gen_seconds"]
+    return {"id": case.id, "lines": len(case.doc.split("\n")), "prompt_tokens": len(prompt_ids),
+            "T": T, "T_gen": bounds.T_gen, "spans": spans, "bounds": bounds.as_dict(),
+            "runs": runs, "realized": realized, "ratio": realized / bounds.bnd_exact}
+
+
+# --- the benchmark ------------------------------------------------------------------------
+
+
+def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
+            model: Any = None) -> dict[str, Any]:
+    """Run the benchmark on ``cases`` (already loaded) and pool the results.
+
+    ``model``: an Outlines transformers model to use instead of building ``cfg.preset``.
+    """
+    import outlines
+
+    from .. import models
+
+    chosen = select_cases(cases, cfg.order, cfg.limit)
+    if not chosen:
+        raise ValueError("no cases to run")
+    with _common.torch_threads(cfg.threads):
+        if model is None:
+            hf_model, tokenizer = models.build(cfg.preset, seed=cfg.seed, dtype=cfg.dtype, device=cfg.device)
+            model = outlines.from_transformers(hf_model, tokenizer)
+        torch.manual_seed(cfg.seed)
+        started = time.perf_counter()
+        probe = CaDGenerator(model, chosen[0].doc)
+        prompt_lengths = [len(probe.adapter.prompt_ids(c.doc, cfg.instruction, "lines")) for c in chosen]
+        prefix = cfg.kernel_prefix or max(1, round(statistics.mean(prompt_lengths)))
+        kcfg = KernelConfig(cfg.preset, device=cfg.device, dtype=cfg.dtype, prefix=prefix,
+                            trials=cfg.kernel_trials, max_n=cfg.kernel_max_n, seed=cfg.seed)
+        kernel_record = measure_kernel(model, kcfg, progress=progress)
+        kernel = kernel_from_dict(kernel_record)
+        curve = kernel.curve("keep1")
+        # Warm-up: every path once on a 4-line edit (first-call costs of transformers'
+        # generate, Outlines' processor and our loop are not the cases' to pay).
+        run_case(model, Case("warm-up", "a = 1\nb = 2\nc = 3\n", "a = 1\nb = 5\nc = 3\n"),
+                 cfg.instruction, curve, kernel.costs)
+        results, failures = [], []
+        bar = _common.progress(chosen, desc=f"e2e {cfg.preset}", unit="case", disable=not progress)
+        for case in bar:
+            try:
+                results.append(run_case(model, case, cfg.instruction, curve, kernel.costs))
+            except Exception as err:  # a case that fails is reported, not hidden
+                failures.append({"id": case.id, "error": f"{type(err).__name__}: {err}"})
+        wall = time.perf_counter() - started
+    return {"config": asdict(cfg), "kernel": kernel_record, "cases": results, "failures": failures,
+            "pooled": pool(results, curve, kernel.costs) if results else None,
+            "wall_seconds": wall,
+            "env": _common.environment(threads=cfg.threads)}
+
+
+def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any) -> dict[str, Any]:
+    """Pooled speed-ups, the gap breakdown and the loop-overhead comparison."""
+    total = {name: {} for name in RUNS}
+    for name in RUNS:
+        for key in ("gen_seconds", "total_seconds"):
+            total[name][key] = sum(r["runs"][name][key] for r in results)
+    T = sum(r["T"] for r in results)
+    T_gen = sum(r["T_gen"] for r in results)
+    spans = [n for r in results for n in r["spans"]]
+    bounds = compute_bounds(T, T_gen, spans, curve, costs)
+    regen = total["regen"]
+
+    def speedup(name: str, key: str = "gen_seconds") -> float:
+        return regen[key] / total[name][key]
+
+    realized = speedup("cad")
+    cad = {k: sum(r["runs"]["cad"][k] for r in results)
+           for k in ("decoded_tokens", "forced_tokens", "copied_tokens", "splices", "forward_passes",
+                     "constraint_seconds", "forward_seconds", "splice_seconds", "gen_seconds")}
+    tau = costs.tau
+    ideal_splice = tau * sum(n / curve(n) for n in spans)
+    gap = {
+        "measured_gen_seconds": cad["gen_seconds"],
+        "bound_gen_seconds": tau * T_gen + ideal_splice,
+        "bound_gen_token_seconds": tau * T_gen,
+        "bound_splice_seconds": ideal_splice,
+        "decode_forward_seconds": cad["forward_seconds"],
+        "splice_seconds": cad["splice_seconds"],
+        "constraint_seconds": cad["constraint_seconds"],
+        "other_seconds": cad["gen_seconds"] - cad["forward_seconds"] - cad["splice_seconds"]
+        - cad["constraint_seconds"],
+        "decoded_tokens": cad["decoded_tokens"],
+        "gold_gen_tokens": T_gen,
+        "extra_decode_steps": cad["decoded_tokens"] - T_gen,
+        "extra_decode_steps_est_seconds": tau * (cad["decoded_tokens"] - T_gen),
+        "forced_tokens": cad["forced_tokens"],
+        "splices": cad["splices"],
+        "copied_tokens": cad["copied_tokens"],
+        "forward_passes": cad["forward_passes"],
+    }
+    plain = {k: sum(r["runs"]["cad_plain"][k] for r in results)
+             for k in ("decoded_tokens", "constraint_seconds", "forward_seconds", "gen_seconds")}
+    outl = {k: sum(r["runs"]["outlines"][k] for r in results)
+            for k in ("tokens", "gen_seconds", "total_seconds")}
+    regen_tokens = sum(r["runs"]["regen"]["tokens"] for r in results)
+    overhead = {
+        "tau_kernel": tau,
+        "c_mask_plus_c_sync": costs.c_mask + costs.c_sync,
+        "c_mask_plus_c_sync_over_tau": costs.loop_overhead_fraction,
+        "regen_seconds_per_token": regen["gen_seconds"] / regen_tokens,
+        "cad_plain_seconds_per_token": plain["gen_seconds"] / plain["decoded_tokens"],
+        "cad_plain_constraint_seconds_per_token": plain["constraint_seconds"] / plain["decoded_tokens"],
+        "outlines_seconds_per_token": outl["gen_seconds"] / outl["tokens"],
+        "cad_plain_tokens": plain["decoded_tokens"],
+        "outlines_tokens": outl["tokens"],
+        "outlines_over_cad_plain_gen": outl["gen_seconds"] / plain["gen_seconds"],
+        "outlines_over_cad_plain_total": outl["total_seconds"] / sum(
+            r["runs"]["cad_plain"]["total_seconds"] for r in results),
+    }
+    overhead["cad_plain_extra_per_token"] = (overhead["cad_plain_seconds_per_token"]
+                                             - overhead["regen_seconds_per_token"])
+    ratios = [r["ratio"] for r in results]
+    return {
+        "n": len(results),
+        "T": T, "T_gen": T_gen, "K": len(spans),
+        "bounds": bounds.as_dict(),
+        "realized": realized,
+        "ratio": realized / bounds.bnd_exact,
+        "ratio_case_median": statistics.median(ratios),
+        "speedup": {name: speedup(name) for name in RUNS},
+        "speedup_with_prefill": {name: speedup(name, "total_seconds") for name in RUNS},
+        "seconds": total,
+        "gap": gap,
+        "overhead": overhead,
+        "exact": {name: sum(bool(r["runs"][name].get("exact", r["runs"][name].get("program_ok", True)))
+                            for r in results) for name in RUNS},
+    }
+
+
+# --- reporting ----------------------------------------------------------------------------
+
+
+def format_e2e(report: dict[str, Any], name: str = "") -> str:
+    """Markdown tables: per case, pooled, gap breakdown, loop overhead."""
+    lines = ["| case | T | T_gen | K | regen s | outlines s | cad s | no-splice s | plain s "
+             "| realized | bnd_exact | ratio |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in report["cases"]:
+        g = {k: r["runs"][k]["gen_seconds"] for k in RUNS}
+        lines.append(f"| {r['id']} | {r['T']} | {r['T_gen']} | {len(r['spans'])} | {g['regen']:.1f} "
+                     f"| {g['outlines']:.1f} | {g['cad']:.1f} | {g['cad_nosplice']:.1f} "
+                     f"| {g['cad_plain']:.1f} | {r['realized']:.2f} | {r['bounds']['bnd_exact']:.2f} "
+                     f"| {r['ratio']:.2f} |")
+    for f in report["failures"]:
+        lines.append(f"| {f['id']} | failed: {f['error']} |")
+    p = report["pooled"]
+    if p is None:
+        return "\n".join(lines)
+    b = p["bounds"]
+    sp, spp = p["speedup"], p["speedup_with_prefill"]
+    lines += ["", f"pooled over {p['n']} case(s) {name}: T = {p['T']}, T_gen = {p['T_gen']}, K = {p['K']}",
+              "", "| speed-up over regen (generation phase) | value |", "| --- | ---: |",
+              f"| **CaD realized** | **{p['realized']:.2f}** |",
+              f"| bnd_exact | {b['bnd_exact']:.2f} |",
+              f"| **realized / bnd_exact** | **{p['ratio']:.2f}** (case median {p['ratio_case_median']:.2f}) |",
+              f"| bnd_m8 / bnd_mean / bnd_fixed / bnd_policy (m* = {b['m_star']}) | {b['bnd_m8']:.2f} / "
+              f"{b['bnd_mean']:.2f} / {b['bnd_fixed']:.2f} / {b['bnd_policy']:.2f} |",
+              f"| CaD splice=False (c) | {sp['cad_nosplice']:.2f} |",
+              f"| CaD splice=False, fast_forward=False | {sp['cad_plain']:.2f} |",
+              f"| Outlines Generator + CFG, forced (b) | {sp['outlines']:.2f} |",
+              f"| CaD realized, prefill included | {spp['cad']:.2f} |"]
+    g = p["gap"]
+    lines += ["", "| where CaD's generation time goes | seconds |", "| --- | ---: |",
+              f"| measured generation phase | {g['measured_gen_seconds']:.2f} |",
+              f"| bound: tau x (T_gen + sum N/s(N)) | {g['bound_gen_seconds']:.2f} |",
+              f"| decode + forced-run forwards ({g['decoded_tokens']} decoded, {g['forced_tokens']} forced tokens) "
+              f"| {g['decode_forward_seconds']:.2f} |",
+              f"| of which extra decode steps over T_gen ({g['extra_decode_steps']}: tags, gen/program "
+              f"markers), est. | {g['extra_decode_steps_est_seconds']:.2f} |",
+              f"| splice forwards ({g['splices']} splices, {g['copied_tokens']} tokens; bound "
+              f"{g['bound_splice_seconds']:.2f}) | {g['splice_seconds']:.2f} |",
+              f"| constraint (mask, advance, forced runs) | {g['constraint_seconds']:.2f} |",
+              f"| other (loop, prompt ids, matcher set-up) | {g['other_seconds']:.2f} |"]
+    o = p["overhead"]
+    lines += ["", "| loop overhead | value |", "| --- | ---: |",
+              f"| tau (kernel) | {o['tau_kernel'] * 1e3:.2f} ms |",
+              f"| c_mask + c_sync (kernel) | {o['c_mask_plus_c_sync'] * 1e3:.3f} ms "
+              f"({o['c_mask_plus_c_sync_over_tau']:.2%} of tau) |",
+              f"| regen: seconds per token (forward + sync) | {o['regen_seconds_per_token'] * 1e3:.2f} ms |",
+              f"| CaD plain: seconds per decoded token | {o['cad_plain_seconds_per_token'] * 1e3:.2f} ms |",
+              f"| CaD plain: constraint per decoded token | "
+              f"{o['cad_plain_constraint_seconds_per_token'] * 1e3:.3f} ms |",
+              f"| Outlines (b): seconds per token | {o['outlines_seconds_per_token'] * 1e3:.2f} ms |",
+              f"| Outlines (b) / CaD plain, generation phase | {o['outlines_over_cad_plain_gen']:.3f} |",
+              f"| Outlines (b) / CaD plain, prefill included | {o['outlines_over_cad_plain_total']:.3f} |"]
+    ex = p["exact"]
+    lines += ["", "exact results (document == gold, or program reproduced for Outlines): "
+              + ", ".join(f"{k} {v}/{p['n']}" for k, v in ex.items())]
+    return "\n".join(lines)
+
+
+def plot_e2e(report: dict[str, Any], path: str, title: str = "") -> None:
+    """Per-case realized speed-up against ``bnd_exact`` (with y = x and y = 0.85 x)."""
+    plt = _common.pyplot()
+    fig, ax = plt.subplots(figsize=(4.6, 4.2))
+    xs = [r["bounds"]["bnd_exact"] for r in report["cases"]]
+    ys = [r["realized"] for r in report["cases"]]
+    ax.scatter(xs, ys, s=18, label="cases")
+    if report["pooled"]:
+        p = report["pooled"]
+        ax.scatter([p["bounds"]["bnd_exact"]], [p["realized"]], marker="*", s=120, color="tab:red",
+                   label=f"pooled (ratio {p['ratio']:.2f})")
+    top = max(xs + ys + [1.0]) * 1.1
+    ax.plot([0, top], [0, top], color="grey", lw=0.8, label="realized = bound")
+    ax.plot([0, top], [0, 0.85 * top], color="grey", lw=0.8, ls="--", label="0.85 x bound")
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.set_xlabel("bnd_exact (kernel curve of the same run)")
+    ax.set_ylabel("realized speed-up over regeneration")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    ax.set_title(title or f"{report['config']['preset']} e2e (random weights)", fontsize=9)
+    fig.tight_layout()
+    _common.save_figure(fig, path)
+    plt.close(fig)

@@ -1,0 +1,331 @@
+"""``bench kernel``: one N-token forward vs N one-token forwards, and per-op fixed costs.
+
+After a ``P``-token prefix in a ``DynamicCache``, for ``N`` in ``1, 2, 4, ..., max_n``:
+
+* ``T_AR(N)``: ``N`` one-token decode forwards, run back to back from the prefix (one run
+  of ``max_n`` steps per trial; ``T_AR(N)`` is the time of its first ``N`` steps);
+* ``T_PP(N)``: ONE ``N``-token forward over the same prefix, with ``logits_to_keep=1``
+  (what the generator runs) and with full logits;
+* ``s(N) = T_AR(N) / T_PP(N)``, from the median of ``trials`` trials after a warm-up
+  pass over every shape. The cache is cropped back to the prefix between runs.
+
+Fixed costs (medians; see :mod:`.bounds` for how they enter the bounds):
+
+* ``tau``: one decode step (median of all timed one-token forwards);
+* ``c_mask`` / ``c_mask_tag``: the constraint's ``allowed()`` + the generator's masked
+  argmax over the model's vocabulary, at each state of a real program prefix inside a gen
+  body / inside a copy tag;
+* ``c_sync``: ``logits[0, -1].float().cpu()`` after a synchronized forward;
+* ``c_forced``: one forward over a ``forced_tokens``-token run (default 4);
+* the tag's decode steps and forced runs, counted by running the real loop
+  (:func:`._loop.tag_shape`).
+
+Forwards are timed with ``time.perf_counter`` around the call and, on CUDA,
+``torch.cuda.synchronize()`` before reading the clock.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+from .. import program
+from ..generator import CaDGenerator
+from ..program import COPY_TAG_RE
+from . import _common
+from ._loop import tag_shape
+from .bounds import KERNEL_KIND, FixedCosts, KernelCurve, m_star, m_star_exact
+
+__all__ = ["KernelConfig", "format_kernel", "measure_kernel", "plot_kernel", "run_kernel"]
+
+#: Program prefixes whose every state is timed for ``c_mask`` (gen body) and
+#: ``c_mask_tag`` (inside a copy tag; the kernel's synthetic document has 300 lines).
+GEN_STATE = ('<program><copy lines="1-120"/><gen>\n'
+             "def scale(values, factor):\n    return [v * factor for v in values]\n")
+TAG_STATE = '<program><copy lines="1-120"/><gen>\nx = 1\n</gen><copy lines="123-287"/>'
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """What ``bench kernel`` measures."""
+
+    preset: str
+    device: str = "cpu"
+    dtype: str = "float32"
+    prefix: int = 1024
+    trials: int = 3
+    max_n: int = 512
+    seed: int = 0
+    threads: Optional[int] = None
+    forced_tokens: int = 4
+
+    def __post_init__(self) -> None:
+        if self.prefix < 1 or self.trials < 1 or self.max_n < 1 or self.forced_tokens < 1:
+            raise ValueError("prefix, trials, max_n and forced_tokens must be >= 1, got "
+                             f"{self.prefix}, {self.trials}, {self.max_n}, {self.forced_tokens}")
+
+
+def grid(max_n: int) -> list[int]:
+    """``1, 2, 4, ...`` up to ``max_n`` (``max_n`` itself included)."""
+    out = [1]
+    while out[-1] * 2 <= max_n:
+        out.append(out[-1] * 2)
+    if out[-1] != max_n:
+        out.append(max_n)
+    return out
+
+
+def run_kernel(cfg: KernelConfig, progress: bool = True) -> dict[str, Any]:
+    """Build the preset (seeded random weights) and :func:`measure_kernel` it."""
+    import outlines
+
+    from .. import models
+
+    with _common.torch_threads(cfg.threads):
+        hf_model, tokenizer = models.build(cfg.preset, seed=cfg.seed, dtype=cfg.dtype, device=cfg.device)
+        model = outlines.from_transformers(hf_model, tokenizer)
+        return measure_kernel(model, cfg, progress=progress)
+
+
+def measure_kernel(model: Any, cfg: KernelConfig, progress: bool = True) -> dict[str, Any]:
+    """Measure the kernel curve and fixed costs of an Outlines transformers ``model``.
+
+    Returns
+    -------
+    dict
+        The kernel record (``kind`` = ``"cad-outlines.kernel"``), readable by
+        :func:`cad_outlines.bench.bounds.kernel_from_dict`.
+    """
+    doc = "\n".join(f"line {k} = {k} * 2" for k in range(1, 301))
+    gen = CaDGenerator(model, doc)
+    device = gen._device
+    ns = grid(cfg.max_n)
+    rng = torch.Generator().manual_seed(cfg.seed)
+    ordinary = torch.tensor(sorted(set(range(len(gen.adapter.tokenizer))) - set(gen.adapter.special_ids)))
+    ids = ordinary[torch.randint(len(ordinary), (cfg.prefix + cfg.max_n,), generator=rng)]
+    ids = ids.unsqueeze(0).to(device)
+    prefix, tail = ids[:, :cfg.prefix], ids[:, cfg.prefix:]
+    sync = _sync_fn(device)
+
+    def forward(x: torch.Tensor, cache: Any, keep: int) -> Any:
+        with torch.inference_mode():
+            out = gen.hf_model(input_ids=x, use_cache=True, logits_to_keep=keep, **{gen._cache_kw: cache})
+        sync()
+        return out
+
+    def timed(x: torch.Tensor, cache: Any, keep: int) -> float:
+        clock = time.perf_counter()
+        forward(x, cache, keep)
+        return time.perf_counter() - clock
+
+    cache = gen._new_cache()
+    forward(prefix, cache, 1)
+    steps = cfg.trials * (cfg.max_n + 2 * len(ns) + 1) + 2 * len(ns) + 4
+    bar = _common.progress(total=steps, desc=f"kernel {cfg.preset}", unit="fwd", disable=not progress)
+    # warm-up: every shape once (allocator, kernels, one-time dispatch)
+    for n in ns:
+        for keep in (1, 0):
+            timed(tail[:, :n], cache, keep)
+            _crop(cache, cfg.prefix)
+            bar.update()
+    for k in range(4):
+        timed(tail[:, k:k + 1], cache, 1)
+        bar.update()
+    _crop(cache, cfg.prefix)
+
+    ar: list[list[float]] = []  # per trial, cumulative time after each step
+    steps_all: list[float] = []
+    pp: dict[int, dict[int, list[float]]] = {1: {n: [] for n in ns}, 0: {n: [] for n in ns}}
+    forced: list[float] = []
+    for _ in range(cfg.trials):
+        step_times = []
+        for k in range(cfg.max_n):
+            step_times.append(timed(tail[:, k:k + 1], cache, 1))
+            bar.update()
+        _crop(cache, cfg.prefix)
+        steps_all.extend(step_times)
+        ar.append(_cumsum(step_times))
+        for n in ns:
+            for keep in (1, 0):
+                pp[keep][n].append(timed(tail[:, :n], cache, keep))
+                _crop(cache, cfg.prefix)
+                bar.update()
+        forced.append(timed(tail[:, :cfg.forced_tokens], cache, 1))
+        _crop(cache, cfg.prefix)
+        bar.update()
+    bar.close()
+
+    t_ar = [statistics.median(trial[n - 1] for trial in ar) for n in ns]
+    t_keep1 = [statistics.median(pp[1][n]) for n in ns]
+    t_full = [statistics.median(pp[0][n]) for n in ns]
+    tau = statistics.median(steps_all)
+    c_sync = _time_sync(forward, tail[:, :1], cache, cfg.prefix)
+    c_mask, c_mask_tag = _time_masks(gen)
+    shape = tag_shape(model)
+    costs = FixedCosts(tau=tau, c_mask=c_mask, c_mask_tag=c_mask_tag, c_sync=c_sync,
+                       c_forced=statistics.median(forced), tag_decode_steps=shape.decode_steps,
+                       tag_forced_runs=shape.forced_runs)
+    s_keep1 = [a / p for a, p in zip(t_ar, t_keep1)]
+    s_full = [a / p for a, p in zip(t_ar, t_full)]
+    curve = KernelCurve(tuple(ns), tuple(s_keep1))
+    c = costs.per_copy
+    return {
+        "kind": KERNEL_KIND,
+        "version": 1,
+        "preset": cfg.preset,
+        "device": str(device),
+        "dtype": cfg.dtype,
+        "prefix": cfg.prefix,
+        "trials": cfg.trials,
+        "max_n": cfg.max_n,
+        "seed": cfg.seed,
+        "forced_tokens": cfg.forced_tokens,
+        "vocab": gen._vocab,
+        "n": ns,
+        "t_ar": t_ar,
+        "t_pp_keep1": t_keep1,
+        "t_pp_full": t_full,
+        "s_keep1": s_keep1,
+        "s_full": s_full,
+        "costs": {k: getattr(costs, k) for k in FixedCosts.__dataclass_fields__},
+        "tag": {"text": shape.tag, "decode_steps": shape.decode_steps,
+                "forced_runs": shape.forced_runs, "forced_tokens": shape.forced_tokens},
+        "per_copy_cost": c,
+        "per_copy_steps": c / tau,
+        "m_star": m_star(curve, c, tau),
+        "m_star_exact": m_star_exact(curve, c, tau),
+        "loop_overhead_fraction": costs.loop_overhead_fraction,
+        "env": _common.environment(threads=cfg.threads),
+    }
+
+
+def _sync_fn(device: torch.device):
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None
+
+
+def _crop(cache: Any, length: int) -> None:
+    """Cut the cache back to ``length`` tokens (a negative ``crop`` removes tokens in
+    every transformers version that has ``crop``)."""
+    extra = cache.get_seq_length() - length
+    if extra > 0:
+        cache.crop(-extra)
+
+
+def _cumsum(values: list[float]) -> list[float]:
+    out, total = [], 0.0
+    for v in values:
+        total += v
+        out.append(total)
+    return out
+
+
+def _time_sync(forward: Any, x: torch.Tensor, cache: Any, prefix: int, reps: int = 30) -> float:
+    """Median of ``logits[0, -1].float().cpu()`` after a synchronized forward."""
+    times = []
+    for _ in range(reps):
+        out = forward(x, cache, 1)
+        clock = time.perf_counter()
+        out.logits[0, -1].float().cpu()
+        times.append(time.perf_counter() - clock)
+        _crop(cache, prefix)
+    return statistics.median(times)
+
+
+def _time_masks(gen: CaDGenerator) -> tuple[float, float]:
+    """Median ``allowed()`` + masked argmax over the states of :data:`GEN_STATE` (after
+    its ``<gen>``) and of the copy tag that ends :data:`TAG_STATE`."""
+    from ..constraint import ProgramConstraint
+
+    logits = torch.randn(gen._vocab, generator=torch.Generator().manual_seed(0))
+    gen_open = GEN_STATE.index(program.GEN_OPEN) + len(program.GEN_OPEN)
+    tag_open = TAG_STATE.rindex("<copy")
+    out = []
+    for text, start in ((GEN_STATE, gen_open), (TAG_STATE, tag_open)):
+        constraint = ProgramConstraint(gen.compiled)
+        times = []
+        for tid in _program_ids(gen, text):
+            if len(constraint.text) >= start:
+                clock = time.perf_counter()
+                allowed = constraint.allowed(gen._vocab)
+                gen._choose(logits, allowed, None)
+                times.append(time.perf_counter() - clock)
+            constraint.advance([tid])
+        if not times:
+            raise RuntimeError(f"no state timed in {text!r}")
+        out.append(statistics.median(times))
+    return out[0], out[1]
+
+
+def _program_ids(gen: CaDGenerator, text: str) -> list[int]:
+    """Token ids of program text, with copy tags ending on a token boundary (as the
+    generator's forced programs are tokenized)."""
+    ids: list[int] = []
+    pos = 0
+    for tag in COPY_TAG_RE.finditer(text):
+        ids += gen.adapter.encode(text[pos:tag.end()])
+        pos = tag.end()
+    return ids + gen.adapter.encode(text[pos:])
+
+
+# --- reporting ----------------------------------------------------------------------------
+
+
+def format_kernel(record: dict[str, Any]) -> str:
+    """Markdown: the curve table and the fixed costs."""
+    lines = [f"kernel: {record['preset']} on {record['device']} ({record['dtype']}), prefix "
+             f"{record['prefix']}, median of {record['trials']} trial(s)", "",
+             "| N | T_AR (s) | T_PP keep1 (s) | T_PP full (s) | s keep1 | s full |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for i, n in enumerate(record["n"]):
+        lines.append(f"| {n} | {record['t_ar'][i]:.4g} | {record['t_pp_keep1'][i]:.4g} "
+                     f"| {record['t_pp_full'][i]:.4g} | {record['s_keep1'][i]:.2f} "
+                     f"| {record['s_full'][i]:.2f} |")
+    c = record["costs"]
+    tau = c["tau"]
+    lines += ["", "| cost | seconds | / tau |", "| --- | ---: | ---: |"]
+    for key in ("tau", "c_mask", "c_mask_tag", "c_sync", "c_forced"):
+        lines.append(f"| {key} | {c[key]:.3g} | {c[key] / tau:.4f} |")
+    lines.append(f"| c (per copy) | {record['per_copy_cost']:.3g} | {record['per_copy_steps']:.2f} |")
+    tag = record["tag"]
+    lines += ["", f"tag {tag['text']}: {tag['decode_steps']} decode steps, {tag['forced_runs']} "
+              f"forced run(s) ({tag['forced_tokens']} tokens)",
+              f"(c_mask + c_sync) / tau = {record['loop_overhead_fraction']:.2%}",
+              f"m* = {record['m_star']} (exact break-even: {record['m_star_exact']})"]
+    return "\n".join(lines)
+
+
+def plot_kernel(record: dict[str, Any], path: str) -> None:
+    """Two panels: ``s(N)`` (keep1 and full logits) and the raw times, log scales."""
+    plt = _common.pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
+    ns = record["n"]
+    left.plot(ns, record["s_keep1"], "o-", label="logits_to_keep=1")
+    left.plot(ns, record["s_full"], "s--", label="full logits")
+    left.axhline(1.0, color="grey", lw=0.8)
+    if record.get("m_star"):
+        left.axvline(record["m_star"], color="tab:red", lw=0.8, ls=":", label=f"m* = {record['m_star']}")
+    left.set_xscale("log", base=2)
+    left.set_xticks(ns, [str(n) for n in ns], fontsize=7)
+    left.set_xlabel("N (tokens)")
+    left.set_ylabel("s(N) = T_AR / T_PP")
+    left.legend(fontsize=8)
+    left.grid(alpha=0.3)
+    right.loglog(ns, record["t_ar"], "o-", label="T_AR: N decode forwards", base=2)
+    right.loglog(ns, record["t_pp_keep1"], "s-", label="T_PP: one N-token forward", base=2)
+    right.set_xticks(ns, [str(n) for n in ns], fontsize=7)
+    right.set_xlabel("N (tokens)")
+    right.set_ylabel("seconds")
+    right.legend(fontsize=8)
+    right.grid(alpha=0.3)
+    env = record.get("env", {})
+    fig.suptitle(f"{record['preset']} ({record['dtype']}, {record['device']}, prefix {record['prefix']}, "
+                 f"random weights) — {env.get('cpu', '')} {env.get('date_utc', '')}", fontsize=9)
+    fig.tight_layout()
+    _common.save_figure(fig, path)
+    plt.close(fig)

@@ -1,0 +1,169 @@
+"""bench kernel, ceiling --kernel and bench e2e on the tiny presets (CI-sized runs)."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from cad_outlines import cli
+from cad_outlines.bench._loop import CountingGenerator, regen_baseline, regenerate, tag_shape
+from cad_outlines.bench.bounds import compute_bounds, load_kernel
+from cad_outlines.bench.e2e import E2EConfig, run_e2e, run_outlines, select_cases
+from cad_outlines.ceiling import case_ceiling, load_tokenization
+from cad_outlines.corpus import load_corpus
+from cad_outlines.generator import CaDGenerator
+from cad_outlines.program import Copy, Gen
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SAMPLE = FIXTURES / "corpus_sample.jsonl"
+QWEN = FIXTURES / "tokenizers" / "qwen"
+CASES = load_corpus(SAMPLE)
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@lru_cache(maxsize=None)
+def tiny_model(preset: str):
+    from cad_outlines import models
+
+    return models.load(preset, tokenizer_root=FIXTURES / "tokenizers")
+
+
+@pytest.fixture(scope="module")
+def kernel_file(tmp_path_factory):
+    out = tmp_path_factory.mktemp("kernel")
+    path, png = out / "kernel.json", out / "kernel.png"
+    code = cli.main(["bench", "kernel", "--preset", "tiny-qwen", "--prefix", "16", "--max-n", "8",
+                     "--trials", "1", "--threads", "1", "-o", str(path), "--plot", str(png)])
+    assert code == 0
+    return path, png
+
+
+def test_kernel_file(kernel_file):
+    path, png = kernel_file
+    record = json.loads(path.read_text())
+    assert record["n"] == [1, 2, 4, 8] and record["prefix"] == 16 and record["trials"] == 1
+    for key in ("t_ar", "t_pp_keep1", "t_pp_full", "s_keep1", "s_full"):
+        assert len(record[key]) == 4 and all(v > 0 for v in record[key])
+    assert record["s_keep1"][2] == pytest.approx(record["t_ar"][2] / record["t_pp_keep1"][2])
+    # N decode forwards take longer than one of them
+    assert record["t_ar"][-1] > record["t_ar"][0]
+    costs = record["costs"]
+    assert all(costs[k] > 0 for k in ("tau", "c_mask", "c_mask_tag", "c_sync", "c_forced"))
+    assert costs["tag_decode_steps"] == record["tag"]["decode_steps"] >= 3
+    kernel = load_kernel(path)
+    assert kernel.costs.per_copy == pytest.approx(record["per_copy_cost"])
+    assert record["env"]["cpus"] >= 1 and record["env"]["torch"]
+    assert png.read_bytes()[:8] == PNG
+
+
+def test_ceiling_with_kernel_matches_hand_computed_bounds(kernel_file, tmp_path, capsys):
+    path, _ = kernel_file
+    corpus = tmp_path / "three.jsonl"
+    corpus.write_text("".join(line for line in SAMPLE.read_text().splitlines(True)[:3]))
+    assert cli.main(["ceiling", str(corpus), "--tokenizer", str(QWEN), "--kernel", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    tok = load_tokenization(QWEN)
+    results = [case_ceiling(c, tok) for c in CASES[:3]]
+    spans = [n for r in results for n in r.spans]
+    T = sum(r.T for r in results)
+    kernel = load_kernel(path)
+    want = compute_bounds(T, T - sum(spans), spans, kernel.curve("keep1"), kernel.costs)
+    assert out["T"] == T and out["bounds"]["keep1"]["bnd_exact"] == pytest.approx(want.bnd_exact)
+    assert out["bounds"]["keep1"]["m_star"] == want.m_star
+    assert cli.main(["ceiling", str(corpus), "--tokenizer", str(QWEN), "--kernel", str(path)]) == 0
+    assert "bnd_exact" in capsys.readouterr().out
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"kind": "cad-outlines.kernel"}')
+    assert cli.main(["ceiling", str(corpus), "--tokenizer", str(QWEN), "--kernel", str(bad)]) == 2
+    assert "missing field" in capsys.readouterr().err
+
+
+def test_tag_shape_counts_the_real_loop():
+    model = tiny_model("tiny-qwen")
+    wide, narrow = tag_shape(model, 300, (120, 245)), tag_shape(model, 300, (1, 2))
+    # Qwen writes numbers digit by digit: more digits, more decode steps
+    assert wide.decode_steps > narrow.decode_steps
+    assert narrow.decode_steps >= 3 and wide.forced_runs >= 0
+    gen = CountingGenerator(model, "a\nb\nc", splice=True)
+    result = gen.run("x", force_program=[Copy(1, 2), Gen("\nz\n")])
+    assert result.document == "a\nb\nz"
+    assert len(gen.widths) == result.stats.forward_passes
+    assert max(gen.widths[1:]) >= 1 + result.stats.copied_tokens  # one forward carried the span
+
+
+def test_regeneration_baseline_one_forward_per_token():
+    model = tiny_model("tiny-qwen")
+    case = select_cases(CASES, "size", 1)[0]
+    gen = CaDGenerator(model, case.doc)
+    ids = gen.adapter.encode(case.gold)
+    prompt = gen.adapter.prompt_ids(case.doc, "edit", "lines")
+    stats = regenerate(gen, prompt, ids)
+    assert stats.forward_passes == 1 + len(ids) and stats.prompt_tokens == len(prompt)
+    assert 0 < stats.prefill_seconds < stats.total_seconds
+    out = regen_baseline(gen, "edit", case.gold)
+    assert out["exact"] and out["tokens"] == len(ids) and out["prompt_tokens"] == len(prompt)
+    assert out["forward_passes"] == 1 + len(ids)
+
+
+def test_outlines_baseline_is_really_masked_by_outlines():
+    model = tiny_model("tiny-qwen")
+    doc = "a = 1\nb = 2\nc = 3\n"
+    program = '<program><copy lines="1-1"/><gen>\nb = 5\n</gen><copy lines="3-4"/></program>'
+    adapter = CaDGenerator(model, doc).adapter
+    out = run_outlines(model, doc, "edit", program, adapter)
+    assert out["program_ok"] and out["tokens"] == out["forward_passes"] > 5
+    # a copy past the document's 4 lines is outside the specialised grammar: Outlines'
+    # own mask must refuse it
+    with pytest.raises(RuntimeError, match="allows no token"):
+        run_outlines(model, doc, "edit", '<program><copy lines="1-9"/></program>', adapter)
+
+
+def test_select_cases_orders():
+    size = lambda c: len(c.doc) + len(c.gold)  # noqa: E731
+    by_size = select_cases(CASES, "size", 3)
+    assert [size(c) for c in by_size] == sorted(size(c) for c in CASES)[:3]
+    assert select_cases(CASES, "file", 2) == CASES[:2]
+    with pytest.raises(ValueError):
+        select_cases(CASES, "random")
+
+
+def test_e2e_pools_five_runs_on_tiny_qwen():
+    cfg = E2EConfig("tiny-qwen", limit=2, order="size", threads=1, kernel_max_n=8, kernel_prefix=32)
+    report = run_e2e(CASES, cfg, progress=False, model=tiny_model("tiny-qwen"))
+    assert not report["failures"] and len(report["cases"]) == 2
+    for case in report["cases"]:
+        runs = case["runs"]
+        assert runs["regen"]["exact"] and runs["cad"]["exact"] and runs["cad_nosplice"]["exact"]
+        assert runs["cad_plain"]["exact"] and runs["outlines"]["program_ok"]
+        assert runs["regen"]["tokens"] == case["T"]
+        assert runs["cad"]["splices"] == len(case["spans"]) and runs["cad_nosplice"]["splices"] == 0
+        assert runs["cad_plain"]["forced_tokens"] == 0
+        assert case["realized"] == pytest.approx(runs["regen"]["gen_seconds"] / runs["cad"]["gen_seconds"])
+        assert case["ratio"] == pytest.approx(case["realized"] / case["bounds"]["bnd_exact"])
+    pooled = report["pooled"]
+    assert pooled["T"] == sum(c["T"] for c in report["cases"])
+    regen = sum(c["runs"]["regen"]["gen_seconds"] for c in report["cases"])
+    cad = sum(c["runs"]["cad"]["gen_seconds"] for c in report["cases"])
+    assert pooled["realized"] == pytest.approx(regen / cad)
+    assert pooled["exact"]["cad"] == 2
+    gap = pooled["gap"]
+    assert gap["extra_decode_steps"] == gap["decoded_tokens"] - pooled["T_gen"]
+    assert report["kernel"]["prefix"] == 32 and report["kernel"]["n"] == [1, 2, 4, 8]
+
+
+def test_e2e_cli(tmp_path, capsys):
+    corpus = tmp_path / "one.jsonl"
+    smallest = min(SAMPLE.read_text().splitlines(True), key=len)
+    corpus.write_text(smallest)
+    png, out = tmp_path / "e2e.png", tmp_path / "e2e.json"
+    code = cli.main(["bench", "e2e", str(corpus), "--preset", "tiny-qwen", "--limit", "1", "--threads", "1",
+                     "--kernel-max-n", "4", "--kernel-prefix", "16", "--plot", str(png), "-o", str(out)])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "realized / bnd_exact" in text and "Outlines" in text
+    assert png.read_bytes()[:8] == PNG
+    assert json.loads(out.read_text())["pooled"]["n"] == 1
+    assert cli.main(["bench", "e2e", str(corpus), "--preset", "no-such-model"]) == 2
