@@ -166,11 +166,16 @@ def tokenizer_setup_seconds(model: Any) -> float:
 class ProgramConstraint:
     """The live constraint of one generation: matcher + index order + tag boundary.
 
+    Interface shared with :class:`Unconstrained` (the decode loop's other branch):
+    ``allowed``, ``forced``, ``advance``, ``piece_bytes``, ``done``, ``text``, ``ops``.
+
     Parameters
     ----------
     compiled
         From :func:`compile_grammar`.
     """
+
+    accepts_end = False  # a forced program that runs out before </program> is an error
 
     def __init__(self, compiled: CompiledGrammar):
         import llguidance
@@ -181,6 +186,7 @@ class ProgramConstraint:
         if self.matcher.is_error():
             raise ValueError(f"grammar rejected by llguidance: {self.matcher.get_error()}")
         self._bitmask = llguidance.torch.allocate_token_bitmask(1, compiled.table.vocab_size)
+        self._buffer: np.ndarray | None = None
         self._decoder = codecs.getincrementaldecoder("utf-8")()
         self.text = ""  # program text consumed so far
         self._op_end = 0  # offset in text after the last complete op
@@ -189,13 +195,21 @@ class ProgramConstraint:
     # -- mask -------------------------------------------------------------------------
 
     def allowed(self, vocab_size: int) -> torch.Tensor:
-        """Boolean mask of the tokens allowed next, padded with False to ``vocab_size``."""
-        llguidance_torch = __import__("llguidance.torch", fromlist=["fill_next_token_bitmask"])
-        llguidance_torch.fill_next_token_bitmask(self.matcher, self._bitmask, 0)
+        """Boolean mask of the tokens allowed next, padded with False to ``vocab_size``.
+
+        The returned tensor is a view of a buffer reused at every step: read it before
+        the next call.
+        """
+        import llguidance.torch
+
+        llguidance.torch.fill_next_token_bitmask(self.matcher, self._bitmask, 0)
         bits = np.unpackbits(self._bitmask.numpy().view(np.uint8), bitorder="little")
-        allowed = torch.zeros(vocab_size, dtype=torch.bool)
+        if self._buffer is None or self._buffer.shape[0] != vocab_size:
+            self._buffer = np.zeros(vocab_size, dtype=np.uint8)
         n = min(vocab_size, self.compiled.table.vocab_size)
-        allowed[:n] = torch.from_numpy(bits[:n].astype(bool))
+        self._buffer[:n] = bits[:n]
+        # uint8 0/1 viewed as bool: no copy, no allocation of a vocabulary-sized tensor.
+        allowed = torch.from_numpy(self._buffer.view(np.bool_))
         pending = self.text[self._op_end:]
         if pending.startswith("<c"):
             allowed[self.compiled.table.crossing] = False
@@ -301,3 +315,51 @@ def _end_index_feasible(digits: str, closes: bool, start: int, hi: int) -> bool:
         best = min(hi, value * scale + scale - 1)
         scale *= 10
     return best >= start
+
+
+class Unconstrained:
+    """The no-constraint branch of the decode loop: free text, no ops, nothing forced.
+
+    Used for the full-regeneration baseline (the same loop, one token per forward). It
+    ends at the tokenizer's end-of-sequence token, or when a forced text runs out.
+    """
+
+    accepts_end = True
+
+    def __init__(self, compiled: CompiledGrammar, eos_token_id: int | None):
+        self.compiled = compiled
+        self.eos_token_id = eos_token_id
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self.text = ""
+        self.ops: list[Op] = []
+        self._ended = False
+
+    def allowed(self, vocab_size: int) -> None:
+        """Everything is allowed."""
+        return None
+
+    def forced(self) -> list[int]:
+        """Nothing is forced."""
+        return []
+
+    def piece_bytes(self, tid: int) -> bytes:
+        """The bytes of one token."""
+        return self.compiled.llg_tokenizer.decode_bytes([int(tid)])
+
+    def advance(self, ids: Sequence[int]) -> list[Op]:
+        """Append tokens to the text; end at end-of-sequence."""
+        for tid in ids:
+            if tid == self.eos_token_id:
+                self._ended = True
+                break
+            self.text += self._decoder.decode(self.piece_bytes(tid))
+        return []
+
+    def end(self) -> None:
+        """Mark the text complete (the forced text ran out)."""
+        self._ended = True
+
+    @property
+    def done(self) -> bool:
+        """Whether the text is complete."""
+        return self._ended

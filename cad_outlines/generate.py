@@ -1,0 +1,38 @@
+"""One-call entry points in the spirit of Outlines' generator factories."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .generator import CaDGenerator
+
+
+def cad(model: Any, document: str, **options: Any) -> CaDGenerator:
+    """Build a :class:`~cad_outlines.generator.CaDGenerator` for ``document``.
+
+    Parameters
+    ----------
+    model
+        ``outlines.from_transformers(hf_model, hf_tokenizer)``.
+    document
+        The text to edit.
+    **options
+        Any option of :class:`~cad_outlines.generator.CaDGenerator`.
+
+    Examples
+    --------
+    >>> editor = cad_outlines.generate.cad(model, source, max_new_tokens=512)  # doctest: +SKIP
+    >>> new_source = editor("rename `total` to `subtotal`")                   # doctest: +SKIP
+    """
+    return CaDGenerator(model, document, **options)
+
+
+def edit(model: Any, document: str, instruction: str, **options: Any) -> str:
+    """Edit ``document`` by ``instruction`` in one call and return the edited text.
+
+    Raises
+    ------
+    cad_outlines.generator.IncompleteProgramError
+        When ``max_new_tokens`` ran out before the program was complete.
+    """
+    return CaDGenerator(model, document, **options)(instruction)

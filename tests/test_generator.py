@@ -1,0 +1,281 @@
+"""CaDGenerator on the three tokenizer families (tiny random-weight presets)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from cad_outlines import program
+from cad_outlines.generator import CaDGenerator, ForcedProgramError, IncompleteProgramError
+from cad_outlines.oracle import oracle_program, oracle_tokens
+from cad_outlines.program import Copy, Gen
+from cad_outlines.resolver import resolve
+
+from conftest import FAMILY_PRESETS, corpus_sample, tiny_model
+
+
+def _cases(k: int) -> list[dict]:
+    """k cases from each corpus of the sample (python, c, prose)."""
+    by_corpus: dict[str, list[dict]] = {}
+    for case in corpus_sample():
+        by_corpus.setdefault(case["id"].rsplit("-", 1)[0], []).append(case)
+    return [case for cases in by_corpus.values() for case in cases[:k]]
+
+
+# (c) teacher forcing the oracle program reproduces gold byte-exactly -----------------
+
+@pytest.mark.parametrize("preset", FAMILY_PRESETS)
+def test_forced_oracle_reproduces_gold(preset):
+    model = tiny_model(preset)
+    for case in _cases(2):
+        ops = oracle_program(case["doc"], case["gold"])
+        result = CaDGenerator(model, case["doc"]).run("apply the change", force_program=ops)
+        assert result.complete
+        assert result.ops == ops
+        assert result.document == case["gold"], case["id"]
+        assert program.parse(result.program) == ops
+
+
+# (e) splice / fast-forward switches do not change the edited document ------------------
+
+@pytest.mark.parametrize("preset", FAMILY_PRESETS)
+def test_switches_keep_the_document(preset):
+    model = tiny_model(preset)
+    case = _cases(1)[1]
+    ops = oracle_program(case["doc"], case["gold"])
+    results = {kw: CaDGenerator(model, case["doc"], splice=kw[0], fast_forward=kw[1])
+               .run("edit", force_program=ops) for kw in [(True, True), (False, True), (True, False), (False, False)]}
+    docs = {r.document for r in results.values()}
+    assert docs == {case["gold"]}
+    default, no_splice = results[(True, True)].stats, results[(False, True)].stats
+    assert default.copied_tokens > 0 and no_splice.copied_tokens == 0
+    assert default.splices == sum(isinstance(op, Copy) for op in ops)
+    no_ff = results[(True, False)].stats
+    assert no_ff.forced_tokens == 0 and default.forced_tokens > 0
+    # Fast-forward turns decode steps into forced tokens; the program is the same.
+    assert no_ff.decoded_tokens == default.decoded_tokens + default.forced_tokens
+
+
+# (d) the forward-pass count equals what the stats claim -------------------------------
+
+@pytest.mark.parametrize("preset", FAMILY_PRESETS)
+def test_forward_pass_count_matches_stats(preset):
+    model = tiny_model(preset)
+    case = _cases(1)[0]
+    ops = oracle_program(case["doc"], case["gold"])
+    calls: list[int] = []
+    handle = model.model.register_forward_hook(lambda mod, args, kwargs_out: calls.append(1))
+    try:
+        result = CaDGenerator(model, case["doc"]).run("edit", force_program=ops)
+    finally:
+        handle.remove()
+    assert len(calls) == result.stats.forward_passes
+    # One forward per decoded token, except the last (</program> needs no logits), + prefill.
+    assert result.stats.forward_passes == result.stats.decoded_tokens
+
+
+# (b) a one-forward splice equals feeding the same tokens one at a time -----------------
+
+@pytest.mark.parametrize("preset", FAMILY_PRESETS)
+def test_splice_equivalence(preset):
+    model = tiny_model(preset)
+    gen = CaDGenerator(model, "alpha\n  beta = 1\n\tgamma ✓\n")
+    prompt = gen.adapter.prompt_ids(gen.document, "edit", "lines")
+    tag = gen.adapter.encode('<program><copy lines="1-3"/>')
+    span = gen.adapter.copy_ids(gen.document.split("\n")[:3])
+    one, many = gen._new_cache(), gen._new_cache()
+    gen._forward(prompt + tag, one)
+    gen._forward(prompt + tag, many)
+    spliced = gen._forward(span, one)
+    for tid in span:
+        stepped = gen._forward([tid], many)
+    assert one.get_seq_length() == many.get_seq_length() == len(prompt) + len(tag) + len(span)
+    assert torch.max(torch.abs(spliced - stepped)).item() <= 1e-4
+
+
+# (a) sampled programs always parse and resolve --------------------------------------
+
+_DOCS = [
+    "def f(x):\n    return x + 1\n",
+    "héllo wörld 😀\n\n\n\nend",
+    "line one\r\nline two\r\n\r\nline four\r\n",
+    "a\n</gen>\n<copy lines=\"1-2\"/>\nb\n",
+    "⟨gen⟩ look-alike ⟨/gen⟩\n<|im_start|>system\n<s> </s>\n",
+    "\n",
+    "x",
+]
+
+
+def _structure_bias(model, adapter, strength: float = 9.0):
+    """Shape random weights so sampled programs finish within budget.
+
+    A forward hook boosts the program's literal pieces and, once the text fed so far
+    is inside a gen body, the pieces of ``</gen>``. It only changes which valid program
+    is sampled: validity is the constraint's job, never the hook's.
+    """
+    vocab = model.model.get_output_embeddings().weight.shape[0]
+    structure = torch.zeros(vocab)
+    for ids in adapter.literal_ids.values():
+        structure[torch.tensor(ids)] = strength
+    closing = structure.clone()
+    closing[torch.tensor(adapter.literal_ids["</gen>"])] = strength + 4
+    fed = {"text": ""}
+
+    def hook(module, args, kwargs, output):
+        ids = kwargs["input_ids"][0].tolist()
+        fed["text"] = (fed["text"] + adapter.id_bytes(ids).decode("utf-8", "replace"))[-400:]
+        in_gen = fed["text"].rfind("<gen>") > fed["text"].rfind("</gen>")
+        output.logits += (closing if in_gen else structure).to(output.logits.dtype)
+        return output
+
+    return model.model.register_forward_hook(hook, with_kwargs=True)
+
+
+@pytest.mark.parametrize("preset", FAMILY_PRESETS)
+def test_sampled_programs_parse_and_resolve(preset):
+    model = tiny_model(preset)
+    complete = with_gen = 0
+    gens = {doc: CaDGenerator(model, doc, temperature=1.0, max_new_tokens=48, seed=None)
+            for doc in _DOCS}
+    handle = _structure_bias(model, next(iter(gens.values())).adapter)
+    try:
+        for i in range(105):
+            doc = _DOCS[i % len(_DOCS)]
+            gen = gens[doc]
+            gen.seed = i
+            result = gen.run("rewrite it")
+            n = len(doc.split("\n"))
+            for op in result.ops:
+                if isinstance(op, Copy):
+                    assert 1 <= op.start <= op.end <= n, (result.program, op)
+            if result.complete:
+                complete += 1
+                with_gen += any(isinstance(op, Gen) for op in result.ops)
+                assert program.parse(result.program) == result.ops
+                assert result.document == resolve(result.ops, doc, "strict")
+            else:
+                assert result.document is None and result.stats.stopped_early
+                # The complete ops of an unfinished program still resolve strictly.
+                resolve(result.ops, doc, "strict")
+    finally:
+        handle.remove()
+    # Random weights write gen bodies of random tokens that rarely close within budget;
+    # every program, finished or not, was checked above.
+    assert complete >= 40, f"only {complete} of 105 sampled programs finished"
+    assert with_gen >= 1, "no finished program held a gen op"
+
+
+def test_same_seed_same_program():
+    model = tiny_model("tiny-qwen")
+    gen = CaDGenerator(model, _DOCS[0], temperature=1.0, seed=7, max_new_tokens=40)
+    assert gen.run("x").program == gen.run("x").program
+
+
+# constraint: index order, bounds, big documents ------------------------------------
+
+def test_end_before_start_is_rejected():
+    model = tiny_model("tiny-qwen")
+    gen = CaDGenerator(model, "a\nb\nc\nd\n")
+    with pytest.raises(ForcedProgramError):
+        gen.run("x", force_program='<program><copy lines="3-2"/></program>')
+    with pytest.raises(ForcedProgramError):
+        gen.run("x", force_program='<program><copy lines="1-6"/></program>')
+    assert gen.run("x", force_program='<program><copy lines="2-5"/></program>').document == "b\nc\nd\n"
+
+
+@pytest.mark.parametrize("preset", ["tiny-qwen", "tiny-codellama"])
+def test_large_document_bounds(preset):
+    model = tiny_model(preset)
+    lines = [f"row {i}" for i in range(1, 6001)]
+    doc = "\n".join(lines)
+    gen = CaDGenerator(model, doc, splice=False)
+    ops = [Copy(1234, 5678), Gen("\nnew\n"), Copy(5999, 6000)]
+    result = gen.run("x", force_program=ops)
+    assert result.document == "\n".join(lines[1233:5678] + ["new"] + lines[5998:])
+    # The mask, mid end-index: after "5999-" only 5999..6000 remain possible.
+    from cad_outlines.constraint import ProgramConstraint
+
+    constraint = ProgramConstraint(gen.compiled)
+    constraint.advance(gen.adapter.encode('<program><copy lines="5999-'))
+    allowed = constraint.allowed(gen._vocab)
+    texts = {gen.adapter.token_bytes(t) for t in torch.nonzero(allowed).flatten().tolist()}
+    assert texts and all(t[:1] in (b"5", b"6") for t in texts), texts
+    with pytest.raises(ForcedProgramError):
+        gen.run("x", force_program='<program><copy lines="5999-5998"/></program>')
+    with pytest.raises(ForcedProgramError):
+        gen.run("x", force_program='<program><copy lines="1-6001"/></program>')
+
+
+# budget, streaming, baseline, token granularity --------------------------------------
+
+def test_budget_exhaustion_returns_complete_ops_only():
+    model = tiny_model("tiny-qwen")
+    case = _cases(1)[0]
+    ops = oracle_program(case["doc"], case["gold"])
+    gen = CaDGenerator(model, case["doc"], max_new_tokens=25)
+    result = gen.run("x", force_program=ops)
+    assert not result.complete and result.document is None and result.stats.stopped_early
+    assert result.ops == ops[:len(result.ops)] and result.stats.program_tokens <= 25
+    with pytest.raises(IncompleteProgramError) as err:
+        gen("x")  # sampled, same budget
+    assert err.value.result.document is None
+
+
+def test_stream_concatenates_to_the_document():
+    model = tiny_model("tiny-deepseek-coder")
+    case = _cases(1)[2]
+    ops = oracle_program(case["doc"], case["gold"])
+    chunks = list(CaDGenerator(model, case["doc"]).stream("x", force_program=ops))
+    assert len(chunks) == len(ops) and "".join(chunks) == case["gold"]
+
+
+@pytest.mark.parametrize("preset", FAMILY_PRESETS)
+def test_regenerate_baseline_uses_one_forward_per_token(preset):
+    model = tiny_model(preset)
+    case = _cases(1)[0]
+    gen = CaDGenerator(model, case["doc"])
+    result = gen.regenerate("x", target=case["gold"])
+    assert result.document == case["gold"]
+    # Prefill + one forward per token: the last one yields the logits where the model
+    # would choose end-of-sequence (a CaD program ends at </program> without one).
+    assert result.stats.forward_passes == result.stats.decoded_tokens + 1
+    assert result.stats.decoded_tokens == len(gen.adapter.encode(case["gold"]))
+
+
+@pytest.mark.parametrize("preset", FAMILY_PRESETS)
+def test_token_granularity_forced_oracle(preset):
+    model = tiny_model(preset)
+    case = _cases(1)[1]
+    gen = CaDGenerator(model, case["doc"], granularity="tokens")
+    a = gen.adapter
+    ops = oracle_tokens(a.document_ids(case["doc"]), a.document_ids(case["gold"]), min_span=4,
+                        doc_pieces=a.token_pieces(case["doc"]), gold_pieces=a.token_pieces(case["gold"]))
+    result = gen.run("x", force_program=ops)
+    assert result.document == case["gold"]
+    assert result.stats.copied_tokens == sum(op.end - op.start + 1 for op in ops if not isinstance(op, Gen))
+
+
+def test_special_token_spelling_in_document_is_text():
+    model = tiny_model("tiny-qwen")
+    doc = "keep\n<|im_start|>user\n<|endoftext|>\nend\n"
+    gold = "keep\n<|im_start|>assistant\n<|endoftext|>\nend\n"
+    ops = oracle_program(doc, gold)
+    assert CaDGenerator(model, doc).run("x", force_program=ops).document == gold
+
+
+def test_alpha_trace_is_recorded():
+    model = tiny_model("tiny-qwen")
+    gen = CaDGenerator(model, _DOCS[0], trace_alpha=True, max_new_tokens=30, temperature=1.0, seed=3)
+    result = gen.run("x")
+    trace = result.alpha
+    assert trace.steps == result.stats.decoded_tokens
+    assert all(0.0 < a <= 1.0 + 1e-6 for a in trace.alphas)
+
+
+def test_bad_options_are_rejected():
+    model = tiny_model("tiny-qwen")
+    for kwargs in [dict(granularity="words"), dict(max_new_tokens=0), dict(temperature=-1), dict(top_p=0)]:
+        with pytest.raises(ValueError):
+            CaDGenerator(model, "x", **kwargs)
