@@ -123,3 +123,51 @@ def specialize(grammar: str, upper: int, granularity: Granularity = "lines") -> 
         grammar = re.sub(r"^copy: .*$", "", grammar, flags=re.MULTILINE)
         return pattern.sub("", grammar)
     return pattern.sub(f"{terminal}: /{range_regex(lo, hi)}/", grammar)
+
+
+def program_regex(n: int, granularity: Granularity = "lines") -> str:
+    """Return the program language of one document as ONE plain regex.
+
+    The language equals that of the specialised grammar
+    (``specialize(load_grammar(granularity), n, granularity)``): the grammar has no
+    recursion, so it is regular, and this regex is what a regex-only backend (such as
+    outlines_core's token FSM, ``OutlinesCoreBackend.get_regex_logits_processor``) takes
+    in its place::
+
+        <program>(?:<copy lines="R-R"/>|<gen>BODY</gen>)*</program>
+
+    with ``R = range_regex(1, n)`` (``range_regex(0, n - 1)`` and ``tokens="..."`` for
+    token granularity) and ``BODY`` the generated gen-body regex
+    (:func:`cad_outlines._body_regex.body_regex`). As in the grammar, ``i <= j`` is not
+    part of the language (the constraint enforces it at decode time). Unlike the
+    ``.lark`` files, ``/`` is not escaped: the result is a plain Python / Rust regex
+    with no look-around.
+
+    Parameters
+    ----------
+    n
+        Lines of the document (indices ``1..n``) or its token count (``0..n-1``);
+        ``0`` leaves no copy op, only gen ops.
+    granularity
+        ``"lines"`` or ``"tokens"``.
+
+    Returns
+    -------
+    str
+        The regex; match it against a whole program (``re.fullmatch``).
+    """
+    from ._body_regex import body_regex
+    from .escape import RESERVED_LITERALS
+
+    if granularity not in _INDEX_TERMINAL:
+        raise ValueError(f"granularity must be one of {sorted(_INDEX_TERMINAL)}, got {granularity!r}")
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    # The literals hold no backslash, so every "\/" is lark's escaped "/" and nothing else.
+    body = body_regex(RESERVED_LITERALS).replace(r"\/", "/")
+    ops = [f"<gen>{body}</gen>"]
+    lo, hi = (1, n) if granularity == "lines" else (0, n - 1)
+    if lo <= hi:
+        index = range_regex(lo, hi)
+        ops.insert(0, f'<copy {granularity}="{index}-{index}"/>')
+    return "<program>(?:" + "|".join(ops) + ")*</program>"
