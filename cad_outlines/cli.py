@@ -562,6 +562,62 @@ def _run_bench_perturb(args: argparse.Namespace) -> int:
 _BENCH_COMMANDS.append(_add_bench_perturb)
 
 
+def _add_bench_constraint(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser(
+        "constraint",
+        help="llguidance (CFG) vs outlines_core (token FSM) for the program language",
+        description="For each fixture tokenizer and document size n: first-use setup, "
+                    "per-document compile (llguidance grammar vs outlines_core Index of "
+                    "grammar.program_regex(n)), per-step mask cost along the oracle program "
+                    "of a corpus case, and whether both allow the same tokens. Each "
+                    "tokenizer runs in its own process; an Index build past --index-timeout "
+                    "or a process past --memory-limit is stopped and reported (exit status 1).")
+    p.add_argument("corpus", metavar="CORPUS.jsonl", nargs="?", default=None,
+                   help="corpus holding --case (default: tests/fixtures/corpus_sample.jsonl)")
+    p.add_argument("--case", default=None, metavar="ID",
+                   help="case whose oracle program is forced (default: commits_c-0026)")
+    p.add_argument("--tokenizers", default=None, metavar="F1,F2",
+                   help="families among qwen,deepseek-coder,codellama (default: all; codellama "
+                        "with --tiny)")
+    p.add_argument("--sizes", default=None, metavar="N1,N2",
+                   help="document sizes in lines (default: 50,500,5000; 40,400 with --tiny)")
+    p.add_argument("--repeats", type=_positive, default=None, metavar="R",
+                   help="compiles and passes per measurement (default: 3; 1 with --tiny)")
+    p.add_argument("--index-timeout", type=float, default=120.0, metavar="S",
+                   help="stop an outlines_core Index build after S seconds (default: 120)")
+    p.add_argument("--memory-limit", type=float, default=12.0, metavar="GIB",
+                   help="stop a worker whose resident memory passes GIB (default: 12)")
+    p.add_argument("--tiny", action="store_true", help="CI-sized run: one tokenizer, small n")
+    p.add_argument("--json", action="store_true", help="print every measurement as JSON")
+    p.add_argument("-o", "--output", metavar="OUT.json", help="also write the JSON here (atomically)")
+    p.set_defaults(func=_run_bench_constraint)
+
+
+def _run_bench_constraint(args: argparse.Namespace) -> int:
+    from cad_outlines.bench.constraint import ConstraintConfig, default_corpus, format_constraint, run_constraint
+    from cad_outlines.corpus import load_corpus
+
+    overrides: dict = {"index_timeout_s": args.index_timeout, "memory_limit_gib": args.memory_limit}
+    if args.case is not None:
+        overrides["case"] = args.case
+    if args.tokenizers is not None:
+        overrides["tokenizers"] = tuple(t.strip() for t in args.tokenizers.split(",") if t.strip())
+    if args.sizes is not None:
+        try:
+            overrides["sizes"] = tuple(int(v) for v in args.sizes.split(","))
+        except ValueError:
+            raise UsageError(f"--sizes takes comma-separated integers, got {args.sizes!r}") from None
+    if args.repeats is not None:
+        overrides["repeats"] = args.repeats
+    cfg = ConstraintConfig.tiny(**overrides) if args.tiny else ConstraintConfig(**overrides)
+    report = run_constraint(load_corpus(args.corpus or default_corpus()), cfg, progress=True)
+    _emit(args, report, format_constraint(report))
+    return 0 if not any("stopped" in rec for rec in report["tokenizers"].values()) else 1
+
+
+_BENCH_COMMANDS.append(_add_bench_constraint)
+
+
 def _write_stdout(text: str) -> None:
     # Exact bytes: no locale encoding, no newline translation.
     sys.stdout.flush()
