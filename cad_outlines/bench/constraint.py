@@ -365,6 +365,8 @@ def _llguidance_size(model: Any, n: int, ids: Sequence[int], regions: Sequence[s
         "per_document_seconds": statistics.median(
             [a + b + c for a, b, c in zip(compile_s, matcher_s, first_mask_s)]),
         "compile_seconds_all": compile_s,
+        "matcher_seconds_all": matcher_s,
+        "first_mask_seconds_all": first_mask_s,
         "steps": len(ids),
         "allowed_us": _stats(allowed_us, regions),
         "fill_bitmask_us": _stats(fill_us, regions),
