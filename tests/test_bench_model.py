@@ -48,6 +48,8 @@ def test_kernel_file(kernel_file):
     for key in ("t_ar", "t_pp_keep1", "t_pp_full", "s_keep1", "s_full"):
         assert len(record[key]) == 4 and all(v > 0 for v in record[key])
     assert record["s_keep1"][2] == pytest.approx(record["t_ar"][2] / record["t_pp_keep1"][2])
+    # on the CPU the same forwards are also timed in process CPU time
+    assert record["s_keep1_cpu"][3] == pytest.approx(record["t_ar_cpu"][3] / record["t_pp_keep1_cpu"][3])
     # N decode forwards take longer than one of them
     assert record["t_ar"][-1] > record["t_ar"][0]
     costs = record["costs"]
@@ -149,6 +151,14 @@ def test_e2e_pools_five_runs_on_tiny_qwen():
     cad = sum(c["runs"]["cad"]["gen_seconds"] for c in report["cases"])
     assert pooled["realized"] == pytest.approx(regen / cad)
     assert pooled["exact"]["cad"] == 2
+    cpu = pooled["cpu"]
+    assert cpu["realized"] == pytest.approx(
+        sum(c["runs"]["regen"]["cpu_gen_seconds"] for c in report["cases"])
+        / sum(c["runs"]["cad"]["cpu_gen_seconds"] for c in report["cases"]))
+    assert cpu["ratio"] == pytest.approx(cpu["realized"] / cpu["bnd_exact"])
+    for case in report["cases"]:
+        for run in case["runs"].values():
+            assert 0 < run["cpu_gen_seconds"] <= run["cpu_total_seconds"]
     gap = pooled["gap"]
     assert gap["extra_decode_steps"] == gap["decoded_tokens"] - pooled["T_gen"]
     assert report["kernel"]["prefix"] == 32 and report["kernel"]["n"] == [1, 2, 4, 8]

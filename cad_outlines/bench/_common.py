@@ -33,6 +33,7 @@ def environment(**extra: Any) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "loadavg_1_5_15": _loadavg(),
         "git_commit": _git_commit(),
+        "git_modified": _git_modified(),
     }
     for pkg in _PACKAGES:
         try:
@@ -81,6 +82,9 @@ def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 100) -> None:
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight")
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp creates 0600; a plot is an ordinary file
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -127,6 +131,17 @@ def _loadavg() -> list[float] | None:
         return [round(v, 2) for v in os.getloadavg()]
     except OSError:
         return None
+
+
+def _git_modified() -> list[str] | None:
+    """Tracked files with uncommitted changes (the run used them as they were)."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return [line[3:] for line in out.stdout.splitlines()] if out.returncode == 0 else None
 
 
 def _git_commit() -> str | None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import statistics
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Optional, Sequence
 
 import torch
@@ -47,7 +47,7 @@ from ..oracle import oracle_program
 from ..program import parse, render
 from ..resolver import resolve
 from . import _common
-from ._loop import regen_baseline
+from ._loop import CpuClocked, cpu_run, regen_baseline
 from .bounds import KernelCurve, compute_bounds, kernel_from_dict
 from .kernel import KernelConfig, measure_kernel
 
@@ -116,12 +116,13 @@ class ForcingProcessor(OutlinesLogitsProcessor):
         self.queue = list(self.adapter.encode(self.text))
         self.chosen: list[int] = []
         self.first_call: Optional[float] = None
+        self.first_cpu: Optional[float] = None
         self.calls = 0
         self.fallbacks = 0
 
     def process_logits(self, input_ids: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
         if self.first_call is None:
-            self.first_call = time.perf_counter()
+            self.first_call, self.first_cpu = time.perf_counter(), time.process_time()
         self.calls += 1
         logits = self.inner.process_logits(input_ids, logits)
         if not self.rest:
@@ -179,16 +180,17 @@ def run_outlines(model: Any, document: str, instruction: str, program_text: str,
     generator.logits_processor = forcing
     budget = len(adapter.encode(program_text)) + 64
     prompt = adapter.user_content(document, instruction, "lines")  # Outlines applies the chat template
-    clock = time.perf_counter()
+    cpu, clock = time.process_time(), time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         generator(prompt, max_new_tokens=budget, do_sample=False,
                   stopping_criteria=StoppingCriteriaList([forcing.stop()]))
-    end = time.perf_counter()
+    end, cpu_end = time.perf_counter(), time.process_time()
     text = adapter.decode(forcing.chosen)
     return {"setup_seconds": setup, "total_seconds": end - clock,
             "gen_seconds": end - (forcing.first_call or end),
             "prefill_seconds": (forcing.first_call or end) - clock,
+            "cpu_total_seconds": cpu_end - cpu, "cpu_gen_seconds": cpu_end - (forcing.first_cpu or cpu_end),
             "tokens": len(forcing.chosen), "forward_passes": forcing.calls,
             "fallbacks": forcing.fallbacks, "program_ok": text == program_text}
 
@@ -197,9 +199,9 @@ def run_outlines(model: Any, document: str, instruction: str, program_text: str,
 
 
 def _cad_run(model: Any, case: Case, instruction: str, ops: list, **options: Any) -> dict[str, Any]:
-    gen = CaDGenerator(model, case.doc, **options)
-    result = gen.run(instruction, force_program=ops)
-    stats = asdict(result.stats)
+    gen = CpuClocked(model, case.doc, **options)
+    result, cpu = cpu_run(gen, lambda: gen.run(instruction, force_program=ops))
+    stats = {**asdict(result.stats), **cpu}
     stats["gen_seconds"] = result.stats.total_seconds - result.stats.prefill_seconds
     stats["exact"] = result.document == case.gold
     return stats
@@ -211,7 +213,7 @@ def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs
     program_text = render(ops)
     if resolve(parse(program_text), case.doc) != case.gold:
         raise ValueError(f"case {case.id!r}: the oracle program does not rebuild the gold")
-    gen = CaDGenerator(model, case.doc)
+    gen = CpuClocked(model, case.doc)
     adapter = gen.adapter
     ceiling = case_ceiling(case, adapter, "lines")
     T, spans = ceiling.T, list(ceiling.spans)
@@ -258,6 +260,8 @@ def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
         kernel_record = measure_kernel(model, kcfg, progress=progress)
         kernel = kernel_from_dict(kernel_record)
         curve = kernel.curve("keep1")
+        cpu_curve = (KernelCurve(tuple(kernel_record["n"]), tuple(kernel_record["s_keep1_cpu"]))
+                     if "s_keep1_cpu" in kernel_record else None)
         # Warm-up: every path once on a 4-line edit (first-call costs of transformers'
         # generate, Outlines' processor and our loop are not the cases' to pay).
         run_case(model, Case("warm-up", "a = 1\nb = 2\nc = 3\n", "a = 1\nb = 5\nc = 3\n"),
@@ -271,13 +275,18 @@ def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
                 failures.append({"id": case.id, "error": f"{type(err).__name__}: {err}"})
         wall = time.perf_counter() - started
     return {"config": asdict(cfg), "kernel": kernel_record, "cases": results, "failures": failures,
-            "pooled": pool(results, curve, kernel.costs) if results else None,
+            "pooled": pool(results, curve, kernel.costs, cpu_curve) if results else None,
             "wall_seconds": wall,
             "env": _common.environment(threads=cfg.threads)}
 
 
-def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any) -> dict[str, Any]:
-    """Pooled speed-ups, the gap breakdown and the loop-overhead comparison."""
+def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any,
+         cpu_curve: Optional[KernelCurve] = None) -> dict[str, Any]:
+    """Pooled speed-ups, the gap breakdown and the loop-overhead comparison.
+
+    With ``cpu_curve`` (the kernel in process CPU time), ``cpu`` holds the same
+    speed-ups from CPU seconds and the ratio to ``bnd_exact`` of that curve.
+    """
     total = {name: {} for name in RUNS}
     for name in RUNS:
         for key in ("gen_seconds", "total_seconds"):
@@ -338,6 +347,15 @@ def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any) -> dict[
     overhead["cad_plain_extra_per_token"] = (overhead["cad_plain_seconds_per_token"]
                                              - overhead["regen_seconds_per_token"])
     ratios = [r["ratio"] for r in results]
+    cpu = None
+    if cpu_curve is not None:
+        cpu_total = {name: sum(r["runs"][name]["cpu_gen_seconds"] for r in results) for name in RUNS}
+        cpu_bound = compute_bounds(T, T_gen, spans, cpu_curve).bnd_exact
+        cpu_realized = cpu_total["regen"] / cpu_total["cad"]
+        cpu = {"gen_seconds": cpu_total, "bnd_exact": cpu_bound, "realized": cpu_realized,
+               "ratio": cpu_realized / cpu_bound,
+               "speedup": {name: cpu_total["regen"] / cpu_total[name] for name in RUNS},
+               "outlines_over_cad_plain_gen": cpu_total["outlines"] / cpu_total["cad_plain"]}
     return {
         "n": len(results),
         "T": T, "T_gen": T_gen, "K": len(spans),
@@ -352,6 +370,7 @@ def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any) -> dict[
         "overhead": overhead,
         "exact": {name: sum(bool(r["runs"][name].get("exact", r["runs"][name].get("program_ok", True)))
                             for r in results) for name in RUNS},
+        "cpu": cpu,
     }
 
 
@@ -387,6 +406,16 @@ def format_e2e(report: dict[str, Any], name: str = "") -> str:
               f"| CaD splice=False, fast_forward=False | {sp['cad_plain']:.2f} |",
               f"| Outlines Generator + CFG, forced (b) | {sp['outlines']:.2f} |",
               f"| CaD realized, prefill included | {spp['cad']:.2f} |"]
+    if p.get("cpu"):
+        c = p["cpu"]
+        lines += ["", "| same, in process CPU time (robust to other processes' load) | value |",
+                  "| --- | ---: |",
+                  f"| CaD realized | {c['realized']:.2f} |",
+                  f"| bnd_exact (CPU-time kernel curve) | {c['bnd_exact']:.2f} |",
+                  f"| realized / bnd_exact | {c['ratio']:.2f} |",
+                  f"| CaD splice=False (c) / plain / Outlines (b) | {c['speedup']['cad_nosplice']:.2f} / "
+                  f"{c['speedup']['cad_plain']:.2f} / {c['speedup']['outlines']:.2f} |",
+                  f"| Outlines (b) / CaD plain | {c['outlines_over_cad_plain_gen']:.3f} |"]
     g = p["gap"]
     lines += ["", "| where CaD's generation time goes | seconds |", "| --- | ---: |",
               f"| measured generation phase | {g['measured_gen_seconds']:.2f} |",

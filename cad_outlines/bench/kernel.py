@@ -7,7 +7,9 @@ After a ``P``-token prefix in a ``DynamicCache``, for ``N`` in ``1, 2, 4, ..., m
 * ``T_PP(N)``: ONE ``N``-token forward over the same prefix, with ``logits_to_keep=1``
   (what the generator runs) and with full logits;
 * ``s(N) = T_AR(N) / T_PP(N)``, from the median of ``trials`` trials after a warm-up
-  pass over every shape. The cache is cropped back to the prefix between runs.
+  pass over every shape. The cache is cropped back to the prefix between runs. On the
+  CPU the same forwards are also timed in process CPU time (``*_cpu`` fields), which
+  leaves out the time other processes held the cores of a shared machine.
 
 Fixed costs (medians; see :mod:`.bounds` for how they enter the bounds):
 
@@ -117,10 +119,11 @@ def measure_kernel(model: Any, cfg: KernelConfig, progress: bool = True) -> dict
         sync()
         return out
 
-    def timed(x: torch.Tensor, cache: Any, keep: int) -> float:
-        clock = time.perf_counter()
+    def timed(x: torch.Tensor, cache: Any, keep: int) -> tuple[float, float]:
+        """(wall seconds, process CPU seconds) of one forward."""
+        cpu, clock = time.process_time(), time.perf_counter()
         forward(x, cache, keep)
-        return time.perf_counter() - clock
+        return time.perf_counter() - clock, time.process_time() - cpu
 
     cache = gen._new_cache()
     forward(prefix, cache, 1)
@@ -137,9 +140,11 @@ def measure_kernel(model: Any, cfg: KernelConfig, progress: bool = True) -> dict
         bar.update()
     _crop(cache, cfg.prefix)
 
-    ar: list[list[float]] = []  # per trial, cumulative time after each step
+    # clock 0: wall, clock 1: process CPU time
+    ar: list[list[list[float]]] = [[], []]  # per clock, per trial: cumulative time after each step
     steps_all: list[float] = []
-    pp: dict[int, dict[int, list[float]]] = {1: {n: [] for n in ns}, 0: {n: [] for n in ns}}
+    pp: dict[tuple[int, int], dict[int, list[float]]] = {
+        (keep, c): {n: [] for n in ns} for keep in (1, 0) for c in (0, 1)}
     forced: list[float] = []
     for _ in range(cfg.trials):
         step_times = []
@@ -147,21 +152,27 @@ def measure_kernel(model: Any, cfg: KernelConfig, progress: bool = True) -> dict
             step_times.append(timed(tail[:, k:k + 1], cache, 1))
             bar.update()
         _crop(cache, cfg.prefix)
-        steps_all.extend(step_times)
-        ar.append(_cumsum(step_times))
+        steps_all.extend(t[0] for t in step_times)
+        for c in (0, 1):
+            ar[c].append(_cumsum([t[c] for t in step_times]))
         for n in ns:
             for keep in (1, 0):
-                pp[keep][n].append(timed(tail[:, :n], cache, keep))
+                got = timed(tail[:, :n], cache, keep)
+                for c in (0, 1):
+                    pp[keep, c][n].append(got[c])
                 _crop(cache, cfg.prefix)
                 bar.update()
-        forced.append(timed(tail[:, :cfg.forced_tokens], cache, 1))
+        forced.append(timed(tail[:, :cfg.forced_tokens], cache, 1)[0])
         _crop(cache, cfg.prefix)
         bar.update()
     bar.close()
 
-    t_ar = [statistics.median(trial[n - 1] for trial in ar) for n in ns]
-    t_keep1 = [statistics.median(pp[1][n]) for n in ns]
-    t_full = [statistics.median(pp[0][n]) for n in ns]
+    def medians(c: int) -> tuple[list[float], list[float], list[float]]:
+        return ([statistics.median(trial[n - 1] for trial in ar[c]) for n in ns],
+                [statistics.median(pp[1, c][n]) for n in ns],
+                [statistics.median(pp[0, c][n]) for n in ns])
+
+    t_ar, t_keep1, t_full = medians(0)
     tau = statistics.median(steps_all)
     c_sync = _time_sync(forward, tail[:, :1], cache, cfg.prefix)
     c_mask, c_mask_tag = _time_masks(gen)
@@ -173,6 +184,14 @@ def measure_kernel(model: Any, cfg: KernelConfig, progress: bool = True) -> dict
     s_full = [a / p for a, p in zip(t_ar, t_full)]
     curve = KernelCurve(tuple(ns), tuple(s_keep1))
     c = costs.per_copy
+    cpu: dict[str, Any] = {}
+    if device.type == "cpu":
+        # Process CPU time: the forwards' own work, without the time other processes
+        # held the cores (meaningful with one intra-op thread on a shared machine).
+        c_ar, c_keep1, c_full = medians(1)
+        cpu = {"t_ar_cpu": c_ar, "t_pp_keep1_cpu": c_keep1, "t_pp_full_cpu": c_full,
+               "s_keep1_cpu": [a / p for a, p in zip(c_ar, c_keep1)],
+               "s_full_cpu": [a / p for a, p in zip(c_ar, c_full)]}
     return {
         "kind": KERNEL_KIND,
         "version": 1,
@@ -191,6 +210,7 @@ def measure_kernel(model: Any, cfg: KernelConfig, progress: bool = True) -> dict
         "t_pp_full": t_full,
         "s_keep1": s_keep1,
         "s_full": s_full,
+        **cpu,
         "costs": {k: getattr(costs, k) for k in FixedCosts.__dataclass_fields__},
         "tag": {"text": shape.tag, "decode_steps": shape.decode_steps,
                 "forced_runs": shape.forced_runs, "forced_tokens": shape.forced_tokens},

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# GPU benchmarks (kernel curve + e2e) for qwen2.5-1.5b and qwen2.5-7b in bfloat16.
+#
+# For a session that is lent a CUDA machine; every output goes into $OUT (JSON, PNG and
+# the Markdown tables as .md). NOT run in the session that wrote it (no GPU there): see
+# docs/benchmarks.md, "GPU script".
+#
+#   OUT=/some/dir scripts/gpu_bench.sh            # defaults below
+#   OUT=... PRESETS="qwen2.5-1.5b" LIMIT=3 CORPUS=tests/fixtures/corpus_sample.jsonl scripts/gpu_bench.sh
+#
+# Sized for a 15-minute device budget: one corpus, LIMIT cases (smallest first), kernel
+# with 3 trials up to N=512. Each step has its own timeout so that one slow step cannot
+# eat the others' time; a step that times out leaves what it wrote so far.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+OUT=${OUT:?set OUT to the output folder}
+PRESETS=${PRESETS:-"qwen2.5-1.5b qwen2.5-7b"}
+CORPUS=${CORPUS:-/work/shared/corpora/commits_python.jsonl}
+LIMIT=${LIMIT:-5}
+STEP_TIMEOUT=${STEP_TIMEOUT:-240}
+if [[ ! -f "$CORPUS" ]]; then
+    echo "gpu_bench: $CORPUS not found; using the test fixture sample" >&2
+    CORPUS=tests/fixtures/corpus_sample.jsonl
+fi
+mkdir -p "$OUT"
+name=$(basename "$CORPUS" .jsonl)
+
+{
+    date -u
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+    python3 -c "import torch, transformers, outlines; print('torch', torch.__version__, 'cuda', torch.version.cuda, '| transformers', transformers.__version__, '| outlines', outlines.__version__)"
+    git rev-parse --short HEAD 2>/dev/null || true
+} > "$OUT/machine.txt" 2>&1
+
+status=0
+for preset in $PRESETS; do
+    tag="${preset}_cuda_bf16"
+    timeout "$STEP_TIMEOUT" cad-outlines bench kernel --preset "$preset" --device cuda --dtype bfloat16 \
+        --prefix 1024 --max-n 512 --trials 3 --seed 0 \
+        -o "$OUT/kernel_$tag.json" --plot "$OUT/kernel_$tag.png" > "$OUT/kernel_$tag.md" \
+        2> "$OUT/kernel_$tag.log" || status=$?
+    if [[ -f "$OUT/kernel_$tag.json" ]]; then
+        cad-outlines ceiling "$CORPUS" --tokenizer tests/fixtures/tokenizers/qwen \
+            --kernel "$OUT/kernel_$tag.json" > "$OUT/ceiling_${name}_$tag.md" 2>/dev/null || status=$?
+    fi
+    timeout "$STEP_TIMEOUT" cad-outlines bench e2e "$CORPUS" --preset "$preset" --device cuda --dtype bfloat16 \
+        --limit "$LIMIT" --order size --kernel-trials 3 --kernel-max-n 512 --seed 0 \
+        -o "$OUT/e2e_${name}_$tag.json" --plot "$OUT/e2e_${name}_$tag.png" > "$OUT/e2e_${name}_$tag.md" \
+        2> "$OUT/e2e_${name}_$tag.log" || status=$?
+done
+exit "$status"
