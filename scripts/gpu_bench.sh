@@ -25,6 +25,10 @@ if [[ ! -f "$CORPUS" ]]; then
 fi
 mkdir -p "$OUT"
 name=$(basename "$CORPUS" .jsonl)
+if ! command -v cad-outlines >/dev/null; then
+    # a fresh machine: install this checkout (no network needed with --no-deps)
+    python3 -m pip install --quiet --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 || true
+fi
 
 {
     date -u
