@@ -19,6 +19,8 @@ PRESETS=${PRESETS:-"qwen2.5-1.5b qwen2.5-7b"}
 CORPUS=${CORPUS:-/work/shared/corpora/commits_python.jsonl}
 LIMIT=${LIMIT:-5}
 STEP_TIMEOUT=${STEP_TIMEOUT:-240}
+DEVICE=${DEVICE:-cuda}     # DEVICE=cpu DTYPE=float32 PRESETS=tiny-qwen: a smoke test without a GPU
+DTYPE=${DTYPE:-bfloat16}
 if [[ ! -f "$CORPUS" ]]; then
     echo "gpu_bench: $CORPUS not found; using the test fixture sample" >&2
     CORPUS=tests/fixtures/corpus_sample.jsonl
@@ -39,8 +41,8 @@ fi
 
 status=0
 for preset in $PRESETS; do
-    tag="${preset}_cuda_bf16"
-    timeout "$STEP_TIMEOUT" cad-outlines bench kernel --preset "$preset" --device cuda --dtype bfloat16 \
+    tag="${preset}_${DEVICE}_${DTYPE}"
+    timeout "$STEP_TIMEOUT" cad-outlines bench kernel --preset "$preset" --device "$DEVICE" --dtype "$DTYPE" \
         --prefix 1024 --max-n 512 --trials 3 --seed 0 \
         -o "$OUT/kernel_$tag.json" --plot "$OUT/kernel_$tag.png" > "$OUT/kernel_$tag.md" \
         2> "$OUT/kernel_$tag.log" || status=$?
@@ -48,7 +50,7 @@ for preset in $PRESETS; do
         cad-outlines ceiling "$CORPUS" --tokenizer tests/fixtures/tokenizers/qwen \
             --kernel "$OUT/kernel_$tag.json" > "$OUT/ceiling_${name}_$tag.md" 2>/dev/null || status=$?
     fi
-    timeout "$STEP_TIMEOUT" cad-outlines bench e2e "$CORPUS" --preset "$preset" --device cuda --dtype bfloat16 \
+    timeout "$STEP_TIMEOUT" cad-outlines bench e2e "$CORPUS" --preset "$preset" --device "$DEVICE" --dtype "$DTYPE" \
         --limit "$LIMIT" --order size --kernel-trials 3 --kernel-max-n 512 --seed 0 \
         -o "$OUT/e2e_${name}_$tag.json" --plot "$OUT/e2e_${name}_$tag.png" > "$OUT/e2e_${name}_$tag.md" \
         2> "$OUT/e2e_${name}_$tag.log" || status=$?

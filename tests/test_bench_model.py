@@ -177,3 +177,24 @@ def test_e2e_cli(tmp_path, capsys):
     assert png.read_bytes()[:8] == PNG
     assert json.loads(out.read_text())["pooled"]["n"] == 1
     assert cli.main(["bench", "e2e", str(corpus), "--preset", "no-such-model"]) == 2
+
+
+def test_e2e_budgets_cover_the_gold_and_inexact_runs_fail(monkeypatch):
+    import cad_outlines.bench.e2e as e2e
+    from cad_outlines.bench.bounds import FixedCosts, KernelCurve
+
+    model = tiny_model("tiny-qwen")
+    case = select_cases(CASES, "size", 1)[0]
+    seen = {}
+    real = e2e.regen_baseline
+
+    def wrong(gen, instruction, gold):
+        seen["budget"] = gen.max_new_tokens
+        return {**real(gen, instruction, gold), "exact": False}
+
+    monkeypatch.setattr(e2e, "regen_baseline", wrong)
+    curve, costs = KernelCurve((1, 2), (1.0, 2.0)), FixedCosts(1.0, 0.0, 0.0, 0.0, 1.0, 5, 1)
+    with pytest.raises(e2e.InexactRunError, match="regen"):
+        e2e.run_case(model, case, "edit", curve, costs)
+    # the default max_new_tokens (2048) would cut a long gold short; the budget follows T
+    assert seen["budget"] >= len(CaDGenerator(model, case.doc).adapter.encode(case.gold))

@@ -198,8 +198,9 @@ def run_outlines(model: Any, document: str, instruction: str, program_text: str,
 # --- one case ----------------------------------------------------------------------------
 
 
-def _cad_run(model: Any, case: Case, instruction: str, ops: list, **options: Any) -> dict[str, Any]:
-    gen = CpuClocked(model, case.doc, **options)
+def _cad_run(model: Any, case: Case, instruction: str, ops: list, budget: int,
+             **options: Any) -> dict[str, Any]:
+    gen = CpuClocked(model, case.doc, max_new_tokens=budget, **options)
     result, cpu = cpu_run(gen, lambda: gen.run(instruction, force_program=ops))
     stats = {**asdict(result.stats), **cpu}
     stats["gen_seconds"] = result.stats.total_seconds - result.stats.prefill_seconds
@@ -207,23 +208,41 @@ def _cad_run(model: Any, case: Case, instruction: str, ops: list, **options: Any
     return stats
 
 
+class InexactRunError(RuntimeError):
+    """A run that did not reproduce the gold (its timing would not be comparable)."""
+
+
 def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs: Any) -> dict[str, Any]:
-    """All five runs of one case, its ceiling figures and bounds."""
+    """All five runs of one case, its ceiling figures and bounds.
+
+    Raises
+    ------
+    InexactRunError
+        If any run did not reproduce the gold (or, for Outlines, the program): a run
+        that stopped early or went astray did less work, so its time is not comparable.
+    """
     ops = oracle_program(case.doc, case.gold)
     program_text = render(ops)
     if resolve(parse(program_text), case.doc) != case.gold:
         raise ValueError(f"case {case.id!r}: the oracle program does not rebuild the gold")
-    gen = CpuClocked(model, case.doc)
-    adapter = gen.adapter
+    probe = CpuClocked(model, case.doc)
+    adapter = probe.adapter
     ceiling = case_ceiling(case, adapter, "lines")
     T, spans = ceiling.T, list(ceiling.spans)
     bounds = compute_bounds(T, T - sum(spans), spans, curve, costs)
     prompt_ids = adapter.prompt_ids(case.doc, instruction, "lines")
-    runs: dict[str, Any] = {"regen": regen_baseline(gen, instruction, case.gold)}
+    # Token budgets with room to spare: a run cut short by max_new_tokens is not a run.
+    regen = CpuClocked(model, case.doc, max_new_tokens=T + 64)
+    budget = len(adapter.encode(program_text)) + 64
+    runs: dict[str, Any] = {"regen": regen_baseline(regen, instruction, case.gold)}
     runs["outlines"] = run_outlines(model, case.doc, instruction, program_text, adapter)
-    runs["cad"] = _cad_run(model, case, instruction, ops)
-    runs["cad_nosplice"] = _cad_run(model, case, instruction, ops, splice=False)
-    runs["cad_plain"] = _cad_run(model, case, instruction, ops, splice=False, fast_forward=False)
+    runs["cad"] = _cad_run(model, case, instruction, ops, budget)
+    runs["cad_nosplice"] = _cad_run(model, case, instruction, ops, budget, splice=False)
+    runs["cad_plain"] = _cad_run(model, case, instruction, ops, budget, splice=False, fast_forward=False)
+    inexact = [name for name, run in runs.items() if not run.get("exact", run.get("program_ok"))]
+    if inexact:
+        raise InexactRunError(f"case {case.id!r}: run(s) {', '.join(inexact)} did not reproduce "
+                              "the gold")
     realized = runs["regen"]["gen_seconds"] / runs["cad"]["gen_seconds"]
     return {"id": case.id, "lines": len(case.doc.split("\n")), "prompt_tokens": len(prompt_ids),
             "T": T, "T_gen": bounds.T_gen, "spans": spans, "bounds": bounds.as_dict(),
