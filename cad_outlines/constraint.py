@@ -167,7 +167,8 @@ class ProgramConstraint:
     """The live constraint of one generation: matcher + index order + tag boundary.
 
     Interface shared with :class:`Unconstrained` (the decode loop's other branch):
-    ``allowed``, ``forced``, ``advance``, ``piece_bytes``, ``done``, ``text``, ``ops``.
+    ``allowed``, ``forced``, ``advance``, ``piece_bytes``, ``done``, ``text``, ``ops``,
+    ``pending``, ``validate``.
 
     Parameters
     ----------
@@ -272,6 +273,15 @@ class ProgramConstraint:
         """The bytes of one token, as the grammar sees them."""
         return self.compiled.llg_tokenizer.decode_bytes([int(tid)])
 
+    @property
+    def pending(self) -> str:
+        """The program text after the last complete op (``<program>`` included before the first)."""
+        return self.text[self._op_end:]
+
+    def validate(self, ids: Sequence[int]) -> int:
+        """How many of ``ids`` (a prefix) the grammar accepts from here; the state is unchanged."""
+        return int(self.matcher.validate_tokens([int(t) for t in ids])) if ids else 0
+
     def _piece(self, tid: int) -> str:
         return self.piece_bytes(tid).decode("utf-8", "replace")
 
@@ -345,6 +355,15 @@ class Unconstrained:
     def piece_bytes(self, tid: int) -> bytes:
         """The bytes of one token."""
         return self.compiled.llg_tokenizer.decode_bytes([int(tid)])
+
+    @property
+    def pending(self) -> str:
+        """Free text has no ops: all of it is pending."""
+        return self.text
+
+    def validate(self, ids: Sequence[int]) -> int:
+        """Every token is valid."""
+        return len(ids)
 
     def advance(self, ids: Sequence[int]) -> list[Op]:
         """Append tokens to the text; end at end-of-sequence."""

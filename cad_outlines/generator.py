@@ -2,17 +2,21 @@
 
 The one decode loop (:meth:`CaDGenerator._decode`) reads top to bottom::
 
-    prefill the prompt
+    prefill the prompt (+ a draft)
     repeat until </program>:
         mask    the constraint's allowed set        (ProgramConstraint.allowed)
         choose  argmax / sample / the forced program's next token
         advance the grammar with it; take the grammar-forced run after it
         splice  the adapter's ids of every copy op that just completed
-        step    ONE forward over [chosen, forced run, spliced span, ...]
+        verify  the leading tokens a draft already put in the cache are kept; the
+                rest of the draft is cropped at the first mismatch
+        step    ONE forward over [chosen, forced run, spliced span, ...] + a new draft,
+                unless everything was in the draft (then its logits serve the next step)
 
-Teacher forcing (``force_program``), unconstrained regeneration, ``splice=False`` and
-``fast_forward=False`` are branches of this loop, not copies of it. The constraint only
-ever sees program tokens; spliced tokens enter the KV cache alone.
+Teacher forcing (``force_program``), unconstrained regeneration, ``splice=False``,
+``fast_forward=False`` and ``draft_tags=False`` are branches of this loop, not copies of
+it. The constraint only ever sees program tokens; spliced and drafted tokens enter the KV
+cache alone (a drafted token reaches the grammar only once it is chosen).
 """
 
 from __future__ import annotations
@@ -30,9 +34,15 @@ from . import program
 from .adapters import Adapter, get_adapter
 from .constraint import (CompiledGrammar, ProgramConstraint, Unconstrained, compile_grammar,
                          tokenizer_setup_seconds)
+from .drafting import Drafter
 from .grammar import Granularity
 from .program import Copy, CopyTokens, Op
 from .resolver import resolve
+
+
+#: The longest draft appended to one forward (``<program><copy lines="1-1234`` is 13
+#: Qwen tokens).
+MAX_DRAFT_TOKENS = 16
 
 
 class IncompleteProgramError(RuntimeError):
@@ -55,7 +65,12 @@ class CaDStats:
 
     ``decoded_tokens`` were chosen by a decode step each, ``forced_tokens`` were
     fast-forwarded (grammar-forced), ``copied_tokens`` were spliced. Forward passes
-    include the prompt prefill. Seconds: ``constraint`` (mask, advance, forced runs),
+    include the prompt prefill. Drafting: ``draft_tokens`` were proposed (appended to a
+    forward), ``draft_accepted`` of them were kept (chosen, forced or spliced exactly as
+    drafted), and ``forwards_saved`` decode steps needed no forward because all they
+    appended was already in the cache; for a finished program
+    ``forward_passes + forwards_saved == decoded_tokens``. Seconds: ``constraint`` (mask,
+    advance, forced runs), ``draft`` (predicting, encoding and validating drafts),
     ``forward`` (decode and forced-run forwards, incl. the device sync), ``splice``
     (forwards that carried a copy span), ``prefill`` (the prompt).
     """
@@ -66,7 +81,11 @@ class CaDStats:
     copied_tokens: int = 0
     splices: int = 0
     forward_passes: int = 0
+    draft_tokens: int = 0
+    draft_accepted: int = 0
+    forwards_saved: int = 0
     constraint_seconds: float = 0.0
+    draft_seconds: float = 0.0
     forward_seconds: float = 0.0
     splice_seconds: float = 0.0
     prefill_seconds: float = 0.0
@@ -140,6 +159,50 @@ class _Forced:
             self.queue.clear()
 
 
+class _Draft:
+    """Drafted tokens whose KV entries sit at the end of the cache, not yet verified.
+
+    Each token is held with the logits its forward computed after it. A token the loop
+    appends that equals the next drafted token is kept without a forward: same token,
+    same position, same prefix, hence the same KV entry and the same next logits. At the
+    first token that differs, the rest of the draft is cropped from the cache.
+    """
+
+    def __init__(self, cache: Any):
+        self.cache = cache
+        self.ids: deque[int] = deque()
+        self.logits: deque[torch.Tensor] = deque()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def add(self, ids: Sequence[int], logits: Sequence[torch.Tensor]) -> None:
+        self.ids.extend(ids)
+        self.logits.extend(logits)
+
+    def verify(self, context: Sequence[int]) -> tuple[list[int], torch.Tensor | None]:
+        """Keep the drafted tokens ``context`` starts with.
+
+        Returns the part of ``context`` still to be forwarded, and the logits after the
+        last kept token (``None`` if none was kept).
+        """
+        kept, after = 0, None
+        while kept < len(context) and self.ids and self.ids[0] == context[kept]:
+            self.ids.popleft()
+            after = self.logits.popleft()
+            kept += 1
+        if kept < len(context):
+            self.discard()
+        return list(context[kept:]), after
+
+    def discard(self) -> None:
+        """Crop every unverified drafted token from the cache."""
+        if self.ids:
+            self.cache.crop(-len(self.ids))  # a negative crop removes that many tokens
+            self.ids.clear()
+            self.logits.clear()
+
+
 class CaDGenerator(SteerableGenerator):
     """Edit one document with Copy-as-Decode programs.
 
@@ -166,6 +229,11 @@ class CaDGenerator(SteerableGenerator):
         Adapter name or instance overriding auto-detection.
     trace_alpha
         Record the feasible mass of every constrained step (``result.alpha``).
+    draft_tags
+        Draft the program text an editor most likely writes next (a copy tag's start
+        index, ``<gen>`` after a copy, ...; :mod:`.drafting`) onto each forward and
+        verify it on the next decode steps: an accepted drafted token needs no forward of
+        its own. The output is the same with or without drafts.
 
     Examples
     --------
@@ -178,7 +246,7 @@ class CaDGenerator(SteerableGenerator):
                  max_new_tokens: int = 2048, temperature: float = 0.0, top_p: float = 1.0,
                  seed: int | None = 0, splice: bool = True, fast_forward: bool = True,
                  mode: Literal["strict", "clipped"] = "strict", adapter: str | Adapter | None = None,
-                 trace_alpha: bool = False):
+                 trace_alpha: bool = False, draft_tags: bool = True):
         if granularity not in ("lines", "tokens"):
             raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
         if max_new_tokens < 1:
@@ -192,19 +260,24 @@ class CaDGenerator(SteerableGenerator):
         self.max_new_tokens = max_new_tokens
         self.temperature, self.top_p, self.seed = temperature, top_p, seed
         self.splice, self.fast_forward, self.mode, self.trace_alpha = splice, fast_forward, mode, trace_alpha
+        self.draft_tags = draft_tags
         self.adapter = adapter if isinstance(adapter, Adapter) else get_adapter(model.hf_tokenizer, adapter)
         if granularity == "lines":
             self._lines = document.split("\n")
             upper = len(self._lines)
+            self.drafter = Drafter(self._lines, granularity)
         else:
             self._doc_ids = self.adapter.document_ids(document)
             upper = len(self._doc_ids)
+            self.drafter = Drafter([self.adapter.decode([t]) for t in self._doc_ids], granularity)
         self.compiled: CompiledGrammar = compile_grammar(model, upper, granularity)
         # Outlines' own processor for the same grammar: the stock path, for comparison.
         self.logits_processor = self.compiled.processor
         params = inspect.signature(self.hf_model.forward).parameters
         # transformers 5 renamed past_key_values= to cache=; accept both.
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        # A subclass whose _forward predates drafting (no ``rows``) decodes without drafts.
+        self._can_draft = "rows" in inspect.signature(self._forward).parameters
         self._device = next(self.hf_model.parameters()).device
         self._vocab = self.hf_model.get_output_embeddings().weight.shape[0]
 
@@ -292,8 +365,10 @@ class CaDGenerator(SteerableGenerator):
         prompt_ids = self.adapter.prompt_ids(self.document, instruction, self.granularity)
         stats.prompt_tokens = len(prompt_ids)
         cache = self._new_cache()
+        draft = _Draft(cache) if self.draft_tags and constrained and self._can_draft else None
+        proposal = self._propose(constraint, stats) if draft is not None else []
         clock = time.perf_counter()
-        logits = self._forward(prompt_ids, cache)
+        logits = self._forward_drafted(prompt_ids, proposal, cache, draft)
         stats.prefill_seconds = time.perf_counter() - clock
         stats.forward_passes += 1
 
@@ -348,9 +423,19 @@ class CaDGenerator(SteerableGenerator):
             stats.constraint_seconds += time.perf_counter() - clock
             if constraint.done:
                 break  # nothing reads the logits after </program>
-            # step or splice: ONE forward over everything appended
+            # verify: what a draft already put in the cache needs no forward
+            if draft is not None:
+                appended = len(context)
+                context, after = draft.verify(context)
+                stats.draft_accepted += appended - len(context)
+                if not context:
+                    logits = after
+                    stats.forwards_saved += 1
+                    continue
+            # step or splice: ONE forward over everything appended (+ a new draft)
+            proposal = self._propose(constraint, stats) if draft is not None else []
             clock = time.perf_counter()
-            logits = self._forward(context, cache)
+            logits = self._forward_drafted(context, proposal, cache, draft)
             elapsed = time.perf_counter() - clock
             stats.forward_passes += 1
             if spliced:
@@ -358,6 +443,8 @@ class CaDGenerator(SteerableGenerator):
             else:
                 stats.forward_seconds += elapsed
 
+        if draft is not None:
+            draft.discard()  # the cache ends with the program, never with a guess
         complete = constraint.done
         if not constrained:
             document = constraint.text if complete else None
@@ -378,12 +465,40 @@ class CaDGenerator(SteerableGenerator):
         except TypeError:  # older transformers: no config argument
             return DynamicCache()
 
-    def _forward(self, ids: Sequence[int], cache: Any) -> torch.Tensor:
-        """One forward over ``ids``; the next-token logits (float32, on the CPU)."""
+    def _forward(self, ids: Sequence[int], cache: Any, rows: int = 1) -> torch.Tensor:
+        """One forward over ``ids``; logits (float32, on the CPU) of its last ``rows`` positions.
+
+        ``rows == 1``: the next-token logits, shape ``(vocab,)``; more: shape ``(rows, vocab)``.
+        """
         with torch.inference_mode():
             out = self.hf_model(input_ids=torch.tensor([list(ids)], device=self._device),
-                                use_cache=True, logits_to_keep=1, **{self._cache_kw: cache})
-        return out.logits[0, -1].float().cpu()
+                                use_cache=True, logits_to_keep=rows, **{self._cache_kw: cache})
+        if rows == 1:
+            return out.logits[0, -1].float().cpu()
+        return out.logits[0, -rows:].float().cpu()
+
+    def _forward_drafted(self, context: Sequence[int], proposal: list[int], cache: Any,
+                         draft: _Draft | None) -> torch.Tensor:
+        """ONE forward over ``context`` + ``proposal``; the logits after ``context``.
+
+        The drafted tokens and the logits after each of them go to ``draft``.
+        """
+        if not proposal:
+            return self._forward(context, cache)
+        assert draft is not None and not len(draft), "a forward starts with no unverified draft"
+        rows = self._forward(list(context) + proposal, cache, rows=len(proposal) + 1)
+        draft.add(proposal, list(rows[1:]))
+        return rows[0]
+
+    def _propose(self, constraint: ProgramConstraint | Unconstrained, stats: CaDStats) -> list[int]:
+        """Ids of the drafter's guess of what follows, cut where the grammar rejects it."""
+        clock = time.perf_counter()
+        text = self.drafter.predict(constraint.pending, constraint.ops)
+        ids = self.adapter.encode(text)[:MAX_DRAFT_TOKENS] if text else []
+        ids = ids[:constraint.validate(ids)]
+        stats.draft_tokens += len(ids)
+        stats.draft_seconds += time.perf_counter() - clock
+        return ids
 
     def _choose(self, logits: torch.Tensor, allowed: torch.Tensor | None,
                 rng: torch.Generator | None) -> int:
