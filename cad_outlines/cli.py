@@ -537,18 +537,23 @@ def _add_bench_perturb(bench: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run_bench_perturb)
 
 
+def _eps_list(text: str) -> list[int]:
+    try:
+        eps = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise UsageError(f"--eps takes comma-separated integers, got {text!r}") from None
+    if min(eps) < 0:
+        raise UsageError(f"--eps values must be >= 0, got {text!r}")
+    return eps
+
+
 def _run_bench_perturb(args: argparse.Namespace) -> int:
     import os
 
     from cad_outlines.bench.perturb import format_perturb, plot_perturb, run_perturb
     from cad_outlines.corpus import load_corpus
 
-    try:
-        eps = [int(v) for v in args.eps.split(",")]
-    except ValueError:
-        raise UsageError(f"--eps takes comma-separated integers, got {args.eps!r}") from None
-    if min(eps) < 0:
-        raise UsageError(f"--eps values must be >= 0, got {args.eps!r}")
+    eps = _eps_list(args.eps)
     name = os.path.splitext(os.path.basename(args.corpus))[0]
     report = run_perturb(load_corpus(args.corpus), eps, trials=args.trials, seed=args.seed,
                          limit=args.limit, progress=True)
@@ -560,6 +565,54 @@ def _run_bench_perturb(args: argparse.Namespace) -> int:
 
 
 _BENCH_COMMANDS.append(_add_bench_perturb)
+
+
+def _add_bench_all(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser(
+        "all",
+        help="kernel, bounds, e2e, formats and perturb on one corpus, in one timed run",
+        description="Items 1-5 of the benchmark on the chosen cases of one corpus, with one "
+                    "model and one kernel curve (the bounds and the e2e ratio read the curve "
+                    "measured in the same run). Writes every JSON and plot plus summary.md "
+                    "(all tables and the wall seconds of each item) to OUT_DIR.")
+    p.add_argument("corpus", metavar="CORPUS.jsonl", help='JSONL of {"id", "doc", "gold"}')
+    _add_model_args(p)
+    p.add_argument("--out-dir", required=True, metavar="OUT_DIR", help="folder for the outputs")
+    p.add_argument("--limit", type=_positive, default=None, metavar="K", help="K cases only")
+    p.add_argument("--order", choices=["file", "size"], default="file",
+                   help="file order (default) or smallest doc+gold first")
+    p.add_argument("--kernel-trials", type=_positive, default=3, metavar="T",
+                   help="trials of the kernel curve (default: 3)")
+    p.add_argument("--kernel-max-n", type=_positive, default=256, metavar="N",
+                   help="largest N of the kernel curve (default: 256)")
+    p.add_argument("--eps", default="0,1,2,3,5", metavar="E1,E2,...",
+                   help="perturbation shift bounds (default: 0,1,2,3,5)")
+    p.add_argument("--trials", type=_positive, default=5, metavar="T",
+                   help="perturbation draws per case (default: 5)")
+    p.add_argument("--seed", type=int, default=0, help="seed of weights, ids and draws (default: 0)")
+    p.set_defaults(func=_run_bench_all)
+
+
+def _run_bench_all(args: argparse.Namespace) -> int:
+    import os
+
+    from cad_outlines.bench.e2e import E2EConfig
+    from cad_outlines.bench.suite import format_suite, run_suite
+    from cad_outlines.corpus import load_corpus
+
+    eps = _eps_list(args.eps)
+    cfg = E2EConfig(args.preset, device=args.device, dtype=args.dtype, seed=args.seed,
+                    threads=args.threads, limit=args.limit, order=args.order,
+                    kernel_trials=args.kernel_trials, kernel_max_n=args.kernel_max_n)
+    name = os.path.splitext(os.path.basename(args.corpus))[0]
+    report = run_suite(load_corpus(args.corpus), cfg, args.out_dir, name=name, eps=eps,
+                       perturb_trials=args.trials, progress=True)
+    print(format_suite(report))
+    print(f"outputs: {args.out_dir}/ ({', '.join(report['files'])})")
+    return 0 if not report["failures"] else 1
+
+
+_BENCH_COMMANDS.append(_add_bench_all)
 
 
 def _add_bench_constraint(bench: argparse._SubParsersAction) -> None:

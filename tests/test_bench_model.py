@@ -132,7 +132,7 @@ def test_select_cases_orders():
         select_cases(CASES, "random")
 
 
-def test_e2e_pools_five_runs_on_tiny_qwen():
+def test_e2e_pools_six_runs_on_tiny_qwen():
     cfg = E2EConfig("tiny-qwen", limit=2, order="size", threads=1, kernel_max_n=8, kernel_prefix=32)
     report = run_e2e(CASES, cfg, progress=False, model=tiny_model("tiny-qwen"))
     assert not report["failures"] and len(report["cases"]) == 2
@@ -143,6 +143,12 @@ def test_e2e_pools_five_runs_on_tiny_qwen():
         assert runs["regen"]["tokens"] == case["T"]
         assert runs["cad"]["splices"] == len(case["spans"]) and runs["cad_nosplice"]["splices"] == 0
         assert runs["cad_plain"]["forced_tokens"] == 0
+        assert runs["cad_nodraft"]["exact"]
+        # drafting is on only in the default runs; it saves forwards, never decode steps
+        assert runs["cad_nodraft"]["draft_tokens"] == runs["cad_plain"]["draft_tokens"] == 0
+        assert runs["cad"]["decoded_tokens"] == runs["cad_nodraft"]["decoded_tokens"]
+        assert runs["cad"]["forward_passes"] + runs["cad"]["forwards_saved"] == runs["cad_nodraft"]["forward_passes"]
+        assert runs["cad"]["forwards_saved"] > 0
         assert case["realized"] == pytest.approx(runs["regen"]["gen_seconds"] / runs["cad"]["gen_seconds"])
         assert case["ratio"] == pytest.approx(case["realized"] / case["bounds"]["bnd_exact"])
     pooled = report["pooled"]
@@ -161,6 +167,7 @@ def test_e2e_pools_five_runs_on_tiny_qwen():
             assert 0 < run["cpu_gen_seconds"] <= run["cpu_total_seconds"]
     gap = pooled["gap"]
     assert gap["extra_decode_steps"] == gap["decoded_tokens"] - pooled["T_gen"]
+    assert gap["nodraft_forward_passes"] == gap["forward_passes"] + gap["forwards_saved"]
     assert report["kernel"]["prefix"] == 32 and report["kernel"]["n"] == [1, 2, 4, 8]
 
 
@@ -198,3 +205,35 @@ def test_e2e_budgets_cover_the_gold_and_inexact_runs_fail(monkeypatch):
         e2e.run_case(model, case, "edit", curve, costs)
     # the default max_new_tokens (2048) would cut a long gold short; the budget follows T
     assert seen["budget"] >= len(CaDGenerator(model, case.doc).adapter.encode(case.gold))
+
+
+def test_bench_all_runs_items_1_to_5_with_one_kernel(tmp_path, capsys):
+    corpus = tmp_path / "two.jsonl"
+    corpus.write_text("".join(sorted(SAMPLE.read_text().splitlines(True), key=len)[:2]))
+    out = tmp_path / "all"
+    code = cli.main(["bench", "all", str(corpus), "--preset", "tiny-qwen", "--threads", "1",
+                     "--kernel-max-n", "4", "--kernel-trials", "1", "--eps", "0,2", "--trials", "2",
+                     "--out-dir", str(out)])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "| **total** |" in text
+    files = {p.name for p in out.iterdir()}
+    assert {"kernel.json", "kernel.png", "bounds.json", "e2e.json", "e2e.png", "formats.json",
+            "perturb.json", "perturb.png", "suite.json", "summary.md"} <= files
+    suite = json.loads((out / "suite.json").read_text())
+    kernel = json.loads((out / "kernel.json").read_text())
+    e2e = json.loads((out / "e2e.json").read_text())
+    # one kernel: the e2e run read the curve item 1 measured, on the same cases
+    assert e2e["kernel"] == kernel
+    assert [c["id"] for c in e2e["cases"]] == suite["config"]["cases"]
+    assert len(suite["config"]["cases"]) == 2
+    bounds = json.loads((out / "bounds.json").read_text())
+    assert bounds["T"] == e2e["pooled"]["T"]
+    assert bounds["bounds"]["keep1"]["bnd_exact"] == pytest.approx(e2e["pooled"]["bounds"]["bnd_exact"])
+    assert json.loads((out / "perturb.json").read_text())["n"] == 2
+    assert json.loads((out / "formats.json").read_text())["n"] == 2
+    seconds = suite["seconds"]
+    assert seconds["total"] >= sum(seconds[k] for k in ("kernel", "bounds", "e2e", "formats", "perturb"))
+    assert "## e2e" in (out / "summary.md").read_text()
+    assert cli.main(["bench", "all", str(corpus), "--preset", "tiny-qwen", "--eps", "x",
+                     "--out-dir", str(out)]) == 2

@@ -49,8 +49,10 @@ class CpuClocked(CaDGenerator):
         super().__init__(*args, **kwargs)
         self.prefill_cpu_end: Optional[float] = None
 
-    def _forward(self, ids: Sequence[int], cache: Any) -> torch.Tensor:
-        out = super()._forward(ids, cache)
+    def _forward(self, ids: Sequence[int], cache: Any, rows: int = 1) -> torch.Tensor:
+        # ``rows`` keeps tag drafting on (the generator drafts only through a ``_forward``
+        # that can return several rows).
+        out = super()._forward(ids, cache, rows)
         if self.prefill_cpu_end is None:
             self.prefill_cpu_end = time.process_time()
         return out

@@ -1,6 +1,6 @@
 """``bench e2e``: the oracle-forced CaD loop against its baselines, on real edits.
 
-Every case of the corpus is decoded, with the same model in the same process, five ways:
+Every case of the corpus is decoded, with the same model in the same process, six ways:
 
 ``regen`` (a)
     Full autoregressive regeneration of the gold: the gold teacher-forced after the same
@@ -14,15 +14,19 @@ Every case of the corpus is decoded, with the same model in the same process, fi
     (:class:`ForcingProcessor`) that then keeps only the oracle program's next token.
     No splice, no fast-forward: one forward per program token.
 ``cad``
-    :class:`~cad_outlines.generator.CaDGenerator` with ``force_program=oracle`` (splice
-    and fast-forward on).
+    :class:`~cad_outlines.generator.CaDGenerator` with ``force_program=oracle`` (splice,
+    fast-forward and tag drafting on: the defaults).
+``cad_nodraft``
+    The same with ``draft_tags=False``: the straightforward mechanism, one forward per
+    decoded token.
 ``cad_nosplice`` (c)
-    The same with ``splice=False``.
+    The defaults with ``splice=False``.
 ``cad_plain``
-    ``splice=False, fast_forward=False``: the same work as (b), in our loop.
+    ``splice=False, fast_forward=False, draft_tags=False``: the same work as (b), in our
+    loop.
 
 Speed-ups compare the **generation phase** (wall time after the prompt's prefill,
-which all five share); ``*_with_prefill`` figures include it. ``bnd_exact`` comes from a
+which all six share); ``*_with_prefill`` figures include it. ``bnd_exact`` comes from a
 kernel curve measured in the same run (``logits_to_keep=1``, as the generator runs).
 Weights are random: speed does not depend on them, but no figure here says anything
 about what a trained model would choose.
@@ -51,9 +55,10 @@ from ._loop import CpuClocked, cpu_run, regen_baseline
 from .bounds import KernelCurve, compute_bounds, kernel_from_dict
 from .kernel import KernelConfig, measure_kernel
 
-__all__ = ["E2EConfig", "ForcingProcessor", "format_e2e", "plot_e2e", "run_e2e", "select_cases"]
+__all__ = ["E2EConfig", "ForcingProcessor", "build_model", "format_e2e", "kernel_config", "plot_e2e", "run_e2e",
+           "select_cases"]
 
-RUNS = ("regen", "outlines", "cad", "cad_nosplice", "cad_plain")
+RUNS = ("regen", "outlines", "cad", "cad_nodraft", "cad_nosplice", "cad_plain")
 
 
 @dataclass(frozen=True)
@@ -213,7 +218,7 @@ class InexactRunError(RuntimeError):
 
 
 def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs: Any) -> dict[str, Any]:
-    """All five runs of one case, its ceiling figures and bounds.
+    """All six runs of one case, its ceiling figures and bounds.
 
     Raises
     ------
@@ -237,8 +242,10 @@ def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs
     runs: dict[str, Any] = {"regen": regen_baseline(regen, instruction, case.gold)}
     runs["outlines"] = run_outlines(model, case.doc, instruction, program_text, adapter)
     runs["cad"] = _cad_run(model, case, instruction, ops, budget)
+    runs["cad_nodraft"] = _cad_run(model, case, instruction, ops, budget, draft_tags=False)
     runs["cad_nosplice"] = _cad_run(model, case, instruction, ops, budget, splice=False)
-    runs["cad_plain"] = _cad_run(model, case, instruction, ops, budget, splice=False, fast_forward=False)
+    runs["cad_plain"] = _cad_run(model, case, instruction, ops, budget, splice=False,
+                                 fast_forward=False, draft_tags=False)
     inexact = [name for name, run in runs.items() if not run.get("exact", run.get("program_ok"))]
     if inexact:
         raise InexactRunError(f"case {case.id!r}: run(s) {', '.join(inexact)} did not reproduce "
@@ -252,31 +259,43 @@ def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs
 # --- the benchmark ------------------------------------------------------------------------
 
 
-def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
-            model: Any = None) -> dict[str, Any]:
-    """Run the benchmark on ``cases`` (already loaded) and pool the results.
+def kernel_config(model: Any, cases: Sequence[Case], cfg: E2EConfig) -> KernelConfig:
+    """The in-run kernel's settings: prefix = the cases' mean prompt length unless set."""
+    probe = CaDGenerator(model, cases[0].doc)
+    prompt_lengths = [len(probe.adapter.prompt_ids(c.doc, cfg.instruction, "lines")) for c in cases]
+    prefix = cfg.kernel_prefix or max(1, round(statistics.mean(prompt_lengths)))
+    return KernelConfig(cfg.preset, device=cfg.device, dtype=cfg.dtype, prefix=prefix,
+                        trials=cfg.kernel_trials, max_n=cfg.kernel_max_n, seed=cfg.seed)
 
-    ``model``: an Outlines transformers model to use instead of building ``cfg.preset``.
-    """
+
+def build_model(cfg: E2EConfig) -> Any:
+    """The preset's random-weight model, wrapped by ``outlines.from_transformers``."""
     import outlines
 
     from .. import models
 
+    hf_model, tokenizer = models.build(cfg.preset, seed=cfg.seed, dtype=cfg.dtype, device=cfg.device)
+    return outlines.from_transformers(hf_model, tokenizer)
+
+
+def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
+            model: Any = None, kernel_record: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """Run the benchmark on ``cases`` (already loaded) and pool the results.
+
+    ``model``: an Outlines transformers model to use instead of building ``cfg.preset``.
+    ``kernel_record``: a kernel measured with the same model in the same process (by
+    ``bench all``) instead of measuring one here.
+    """
     chosen = select_cases(cases, cfg.order, cfg.limit)
     if not chosen:
         raise ValueError("no cases to run")
     with _common.torch_threads(cfg.threads):
         if model is None:
-            hf_model, tokenizer = models.build(cfg.preset, seed=cfg.seed, dtype=cfg.dtype, device=cfg.device)
-            model = outlines.from_transformers(hf_model, tokenizer)
+            model = build_model(cfg)
         torch.manual_seed(cfg.seed)
         started = time.perf_counter()
-        probe = CaDGenerator(model, chosen[0].doc)
-        prompt_lengths = [len(probe.adapter.prompt_ids(c.doc, cfg.instruction, "lines")) for c in chosen]
-        prefix = cfg.kernel_prefix or max(1, round(statistics.mean(prompt_lengths)))
-        kcfg = KernelConfig(cfg.preset, device=cfg.device, dtype=cfg.dtype, prefix=prefix,
-                            trials=cfg.kernel_trials, max_n=cfg.kernel_max_n, seed=cfg.seed)
-        kernel_record = measure_kernel(model, kcfg, progress=progress)
+        if kernel_record is None:
+            kernel_record = measure_kernel(model, kernel_config(model, chosen, cfg), progress=progress)
         kernel = kernel_from_dict(kernel_record)
         curve = kernel.curve("keep1")
         cpu_curve = (KernelCurve(tuple(kernel_record["n"]), tuple(kernel_record["s_keep1_cpu"]))
@@ -293,10 +312,11 @@ def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
             except Exception as err:  # a case that fails is reported, not hidden
                 failures.append({"id": case.id, "error": f"{type(err).__name__}: {err}"})
         wall = time.perf_counter() - started
+        env = _common.environment(threads=cfg.threads)  # inside: torch_threads is the run's
     return {"config": asdict(cfg), "kernel": kernel_record, "cases": results, "failures": failures,
             "pooled": pool(results, curve, kernel.costs, cpu_curve) if results else None,
             "wall_seconds": wall,
-            "env": _common.environment(threads=cfg.threads)}
+            "env": env}
 
 
 def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any,
@@ -322,7 +342,10 @@ def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any,
     realized = speedup("cad")
     cad = {k: sum(r["runs"]["cad"][k] for r in results)
            for k in ("decoded_tokens", "forced_tokens", "copied_tokens", "splices", "forward_passes",
-                     "constraint_seconds", "forward_seconds", "splice_seconds", "gen_seconds")}
+                     "draft_tokens", "draft_accepted", "forwards_saved", "constraint_seconds",
+                     "draft_seconds", "forward_seconds", "splice_seconds", "gen_seconds")}
+    nodraft = {k: sum(r["runs"]["cad_nodraft"][k] for r in results)
+               for k in ("forward_passes", "forward_seconds", "splice_seconds", "gen_seconds")}
     tau = costs.tau
     ideal_splice = tau * sum(n / curve(n) for n in spans)
     gap = {
@@ -333,8 +356,9 @@ def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any,
         "decode_forward_seconds": cad["forward_seconds"],
         "splice_seconds": cad["splice_seconds"],
         "constraint_seconds": cad["constraint_seconds"],
+        "draft_seconds": cad["draft_seconds"],
         "other_seconds": cad["gen_seconds"] - cad["forward_seconds"] - cad["splice_seconds"]
-        - cad["constraint_seconds"],
+        - cad["constraint_seconds"] - cad["draft_seconds"],
         "decoded_tokens": cad["decoded_tokens"],
         "gold_gen_tokens": T_gen,
         "extra_decode_steps": cad["decoded_tokens"] - T_gen,
@@ -343,6 +367,11 @@ def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any,
         "splices": cad["splices"],
         "copied_tokens": cad["copied_tokens"],
         "forward_passes": cad["forward_passes"],
+        "draft_tokens": cad["draft_tokens"],
+        "draft_accepted": cad["draft_accepted"],
+        "forwards_saved": cad["forwards_saved"],
+        "nodraft_forward_passes": nodraft["forward_passes"],
+        "nodraft_gen_seconds": nodraft["gen_seconds"],
     }
     plain = {k: sum(r["runs"]["cad_plain"][k] for r in results)
              for k in ("decoded_tokens", "constraint_seconds", "forward_seconds", "gen_seconds")}
@@ -398,13 +427,13 @@ def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any,
 
 def format_e2e(report: dict[str, Any], name: str = "") -> str:
     """Markdown tables: per case, pooled, gap breakdown, loop overhead."""
-    lines = ["| case | T | T_gen | K | regen s | outlines s | cad s | no-splice s | plain s "
-             "| realized | bnd_exact | ratio |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| case | T | T_gen | K | regen s | outlines s | cad s | no-draft s | no-splice s "
+             "| plain s | realized | bnd_exact | ratio |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in report["cases"]:
         g = {k: r["runs"][k]["gen_seconds"] for k in RUNS}
         lines.append(f"| {r['id']} | {r['T']} | {r['T_gen']} | {len(r['spans'])} | {g['regen']:.1f} "
-                     f"| {g['outlines']:.1f} | {g['cad']:.1f} | {g['cad_nosplice']:.1f} "
+                     f"| {g['outlines']:.1f} | {g['cad']:.1f} | {g['cad_nodraft']:.1f} | {g['cad_nosplice']:.1f} "
                      f"| {g['cad_plain']:.1f} | {r['realized']:.2f} | {r['bounds']['bnd_exact']:.2f} "
                      f"| {r['ratio']:.2f} |")
     for f in report["failures"]:
@@ -421,6 +450,7 @@ def format_e2e(report: dict[str, Any], name: str = "") -> str:
               f"| **realized / bnd_exact** | **{p['ratio']:.2f}** (case median {p['ratio_case_median']:.2f}) |",
               f"| bnd_m8 / bnd_mean / bnd_fixed / bnd_policy (m* = {b['m_star']}) | {b['bnd_m8']:.2f} / "
               f"{b['bnd_mean']:.2f} / {b['bnd_fixed']:.2f} / {b['bnd_policy']:.2f} |",
+              f"| CaD draft_tags=False | {sp['cad_nodraft']:.2f} (ratio {sp['cad_nodraft'] / b['bnd_exact']:.2f}) |",
               f"| CaD splice=False (c) | {sp['cad_nosplice']:.2f} |",
               f"| CaD splice=False, fast_forward=False | {sp['cad_plain']:.2f} |",
               f"| Outlines Generator + CFG, forced (b) | {sp['outlines']:.2f} |",
@@ -449,14 +479,20 @@ def format_e2e(report: dict[str, Any], name: str = "") -> str:
               f"| decode forwards beyond T_gen ({plain_fwd} - {g['gold_gen_tokens']} = "
               f"{plain_fwd - g['gold_gen_tokens']}: copy tags, gen/program markers), at tau "
               f"| {(plain_fwd - g['gold_gen_tokens']) * tau:.2f} |",
-              f"| forced runs widening those forwards ({g['forced_tokens']} forced tokens; "
-              f"also any drift of the real step time from tau) "
+              f"| forced runs and drafts widening those forwards ({g['forced_tokens']} forced tokens, "
+              f"{g.get('draft_tokens', 0)} drafted; also any drift of the real step time from tau) "
               f"| {widening:.2f} |",
               f"| splice forwards over the bound ({g['splices']} splices, {g['copied_tokens']} tokens: "
               f"{g['splice_seconds']:.2f} vs {g['bound_splice_seconds']:.2f}) "
               f"| {g['splice_seconds'] - g['bound_splice_seconds']:.2f} |",
               f"| constraint (mask, advance, forced runs) | {g['constraint_seconds']:.2f} |",
+              f"| drafting (predict, encode, validate) | {g.get('draft_seconds', 0.0):.2f} |",
               f"| other (loop, prompt ids, matcher set-up) | {g['other_seconds']:.2f} |"]
+    if "draft_tokens" in g:
+        lines += ["", f"drafting: {g['draft_accepted']} of {g['draft_tokens']} drafted tokens kept, "
+                  f"{g['forwards_saved']} decode steps without a forward; forward passes "
+                  f"{g['forward_passes']} with drafts vs {g['nodraft_forward_passes']} without "
+                  f"(generation phase {g['measured_gen_seconds']:.2f} s vs {g['nodraft_gen_seconds']:.2f} s)"]
     o = p["overhead"]
     lines += ["", "| loop overhead | value |", "| --- | ---: |",
               f"| tau (kernel) | {o['tau_kernel'] * 1e3:.2f} ms |",
