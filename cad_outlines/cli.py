@@ -169,6 +169,8 @@ def _add_ceiling(sub: argparse._SubParsersAction) -> None:
                    help="text (default): special-token spellings in the text are plain "
                         "text; match: they become special tokens")
     p.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    p.add_argument("-o", "--output", metavar="OUT.json",
+                   help="also write the statistics (and bounds) as JSON here (atomically)")
     p.add_argument("--kernel", metavar="KERNEL.json",
                    help="add the speed-up bounds (bnd_m8, bnd_mean, bnd_exact, bnd_fixed, m*) "
                         "from a `bench kernel` file; see docs/benchmarks.md")
@@ -179,6 +181,7 @@ def _run_ceiling(args: argparse.Namespace) -> int:
     import json
     import os
 
+    from cad_outlines.bench._common import write_json  # json + atomic write; no torch
     from cad_outlines.ceiling import ceiling, format_table, load_tokenization
     from cad_outlines.corpus import load_corpus
 
@@ -196,6 +199,8 @@ def _run_ceiling(args: argparse.Namespace) -> int:
 
         stats, bounds = ceiling_with_bounds(cases, tokenization, kernel, granularity=args.granularity,
                                             min_span=args.min_span, progress=True)
+        if args.output:
+            write_json(args.output, {**stats.as_dict(), "bounds": bounds})
         if args.json:
             print(json.dumps({**stats.as_dict(), "bounds": bounds}, indent=2))
         else:
@@ -203,6 +208,8 @@ def _run_ceiling(args: argparse.Namespace) -> int:
         return 0
     stats = ceiling(cases, tokenization, granularity=args.granularity,
                     min_span=args.min_span, progress=True)
+    if args.output:
+        write_json(args.output, stats.as_dict())
     if args.json:
         print(json.dumps(stats.as_dict(), indent=2))
     else:
@@ -514,6 +521,7 @@ def _run_bench_formats(args: argparse.Namespace) -> int:
     report = run_formats(load_corpus(args.corpus), load_tokenization(args.tokenizer),
                          limit=args.limit, min_span=args.min_span, progress=True)
     report["seed"] = args.seed  # no randomness; recorded for uniformity
+    report["tokenizer"], report["limit"] = args.tokenizer, args.limit
     _emit(args, report, format_formats(report, os.path.splitext(os.path.basename(args.corpus))[0]))
     return 0
 

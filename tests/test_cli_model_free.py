@@ -111,13 +111,16 @@ def test_missing_and_non_utf8_files(capfdbinary, pair, tmp_path):
     assert code == 2 and "bad.txt: not valid UTF-8 at byte offset 3" in err
 
 
-def test_ceiling_json_and_table(capfdbinary):
+def test_ceiling_json_and_table(capfdbinary, tmp_path):
     code, out, err = run(capfdbinary, ["ceiling", SAMPLE, "--tokenizer", QWEN, "--json"])
     assert code == 0
     stats = json.loads(out)
     assert stats["n"] == 60 and stats["roundtrip_ok"] == 60
     assert stats["T_copy"] + stats["T_gen"] == stats["T"]
     assert "60/60" in err  # tqdm's bar goes to stderr
+    written = Path(tmp_path) / "ceiling.json"
+    code, out2, _ = run(capfdbinary, ["ceiling", SAMPLE, "--tokenizer", QWEN, "-o", str(written)])
+    assert code == 0 and json.loads(written.read_text()) == stats and "| corpus_sample | 60 |" in out2
     code, out, _ = run(capfdbinary, ["ceiling", SAMPLE, "--tokenizer", QWEN,
                                      "--granularity", "tokens", "--min-span", "8"])
     assert code == 0 and "| corpus_sample | 60 |" in out and "| 60/60 |" in out
