@@ -191,6 +191,20 @@ def ceiling(cases: Iterable[Case], tokenization: Tokenization, *,
     progress
         Show a tqdm progress bar on stderr.
     """
+    return summarize(case_ceilings(cases, tokenization, granularity=granularity, min_span=min_span,
+                                   progress=progress))
+
+
+def case_ceilings(cases: Iterable[Case], tokenization: Tokenization, *,
+                  granularity: Granularity = "lines", min_span: int = DEFAULT_MIN_SPAN,
+                  progress: bool = False) -> list[CaseCeiling]:
+    """:func:`case_ceiling` of every case (parameters as :func:`ceiling`).
+
+    Raises
+    ------
+    ValueError
+        Naming the case whose oracle program does not rebuild its gold.
+    """
     cases = list(cases)
     if progress:
         from tqdm import tqdm
@@ -202,7 +216,7 @@ def ceiling(cases: Iterable[Case], tokenization: Tokenization, *,
             results.append(case_ceiling(case, tokenization, granularity, min_span))
         except ValueError as err:
             raise ValueError(f"case {case.id!r}: {err}") from err
-    return summarize(results)
+    return results
 
 
 def format_table(stats: CeilingStats, name: str = "") -> str:

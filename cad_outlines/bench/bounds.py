@@ -325,19 +325,10 @@ def ceiling_with_bounds(cases: Iterable[Any], tokenization: Any, kernel: Kernel,
         ``"keep1"`` and ``"full"`` (the kernel curve used) to :meth:`Bounds.as_dict`,
         plus ``"kernel"``: where the kernel came from.
     """
-    from ..ceiling import case_ceiling, summarize
+    from ..ceiling import case_ceilings, summarize
 
-    cases = list(cases)
-    if progress:
-        from tqdm import tqdm
-
-        cases = tqdm(cases, desc=f"ceiling ({granularity})", unit="case")
-    results = []
-    for case in cases:
-        try:
-            results.append(case_ceiling(case, tokenization, granularity, min_span))
-        except ValueError as err:
-            raise ValueError(f"case {case.id!r}: {err}") from err
+    results = case_ceilings(cases, tokenization, granularity=granularity, min_span=min_span,
+                            progress=progress)
     stats = summarize(results)
     spans = [n for r in results for n in r.spans]
     out: dict[str, Any] = {
