@@ -195,6 +195,6 @@ def test_oracle_for_argument_errors():
 def test_model_free_modules_import_no_torch():
     code = ("import sys; import cad_outlines.resolver, cad_outlines.oracle, "
             "cad_outlines.ceiling, cad_outlines.corpus, cad_outlines.files, "
-            "cad_outlines.escape, cad_outlines.program; "
+            "cad_outlines.escape, cad_outlines.program, cad_outlines.drafting; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

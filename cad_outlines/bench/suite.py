@@ -71,6 +71,8 @@ def run_suite(cases: Sequence[Case], cfg: E2EConfig, out_dir: str | os.PathLike,
     tables: dict[str, str] = {}
     started = time.perf_counter()
     with _common.torch_threads(cfg.threads):
+        # at the start: the commit, date and load of the code that runs, not of a later HEAD
+        env = _common.environment(threads=cfg.threads)
         clock = time.perf_counter()
         if model is None:
             model = build_model(cfg)
@@ -99,7 +101,6 @@ def run_suite(cases: Sequence[Case], cfg: E2EConfig, out_dir: str | os.PathLike,
         plot_e2e(e2e, str(out / "e2e.png"), title=f"{name}: {cfg.preset} e2e (random weights)")
         tables["e2e"] = format_e2e(e2e, name)
         seconds["e2e"] = time.perf_counter() - clock
-        env = _common.environment(threads=cfg.threads)
 
     clock = time.perf_counter()
     formats = run_formats(chosen, tokenization, progress=progress)
@@ -131,7 +132,7 @@ def format_suite(report: dict[str, Any], tables: Optional[dict[str, str]] = None
     """Markdown: the wall seconds of each item, then each item's tables."""
     s, cfg, env = report["seconds"], report["config"], report["env"]
     lines = [f"# bench all: {cfg['corpus']}, {len(cfg['cases'])} case(s), preset {cfg['preset']}", "",
-             f"{env.get('date_utc')} UTC, commit {env.get('git_commit')}, {env.get('cpu')} x {env.get('cpus')}, "
+             f"started {env.get('date_utc')} UTC, commit {env.get('git_commit')}, {env.get('cpu')} x {env.get('cpus')}, "
              f"torch {env.get('torch')}, transformers {env.get('transformers')}, threads {cfg['threads']}, "
              f"load average {env.get('loadavg_1_5_15')}", "",
              "| item | wall seconds |", "| --- | ---: |"]
