@@ -449,24 +449,30 @@ def _run_bench_kernel(args: argparse.Namespace) -> int:
 _BENCH_COMMANDS.append(_add_bench_kernel)
 
 
+def _add_case_args(p: argparse.ArgumentParser, kernel_trials: int) -> None:
+    """Corpus, model, case selection and in-run kernel: shared by ``bench e2e`` and ``all``."""
+    p.add_argument("corpus", metavar="CORPUS.jsonl", help='JSONL of {"id", "doc", "gold"}')
+    _add_model_args(p)
+    p.add_argument("--limit", type=_positive, default=None, metavar="K", help="K cases only")
+    p.add_argument("--order", choices=["file", "size"], default="file",
+                   help="file order (default) or smallest doc+gold first")
+    p.add_argument("--kernel-trials", type=_positive, default=kernel_trials, metavar="T",
+                   help=f"trials of the in-run kernel curve (default: {kernel_trials})")
+    p.add_argument("--kernel-max-n", type=_positive, default=256, metavar="N",
+                   help="largest N of the in-run kernel curve (default: 256)")
+
+
 def _add_bench_e2e(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser(
         "e2e",
         help="oracle-forced CaD vs full regeneration, Outlines' Generator and splice=False",
         description="On each case: full regeneration of the gold (a), Outlines' Generator "
                     "with the same CFG forced to the oracle program (b), CaD forced to the "
-                    "oracle program, CaD splice=False (c) and splice=False fast_forward=False; "
+                    "oracle program (with and without tag drafts), CaD splice=False (c) and "
+                    "splice=False fast_forward=False draft_tags=False; "
                     "realized speed-up over (a) next to bnd_exact from a kernel curve measured "
                     "in the same run. Random weights: speed only, not selection quality.")
-    p.add_argument("corpus", metavar="CORPUS.jsonl", help='JSONL of {"id", "doc", "gold"}')
-    _add_model_args(p)
-    p.add_argument("--limit", type=_positive, default=None, metavar="K", help="first K cases only")
-    p.add_argument("--order", choices=["file", "size"], default="file",
-                   help="file order (default) or smallest doc+gold first")
-    p.add_argument("--kernel-trials", type=_positive, default=1, metavar="T",
-                   help="trials of the in-run kernel curve (default: 1)")
-    p.add_argument("--kernel-max-n", type=_positive, default=256, metavar="N",
-                   help="largest N of the in-run kernel curve (default: 256)")
+    _add_case_args(p, kernel_trials=1)
     p.add_argument("--kernel-prefix", type=_positive, default=None, metavar="P",
                    help="prefix of the in-run kernel (default: mean prompt tokens of the cases)")
     _add_output_args(p)
@@ -583,16 +589,8 @@ def _add_bench_all(bench: argparse._SubParsersAction) -> None:
                     "model and one kernel curve (the bounds and the e2e ratio read the curve "
                     "measured in the same run). Writes every JSON and plot plus summary.md "
                     "(all tables and the wall seconds of each item) to OUT_DIR.")
-    p.add_argument("corpus", metavar="CORPUS.jsonl", help='JSONL of {"id", "doc", "gold"}')
-    _add_model_args(p)
+    _add_case_args(p, kernel_trials=3)
     p.add_argument("--out-dir", required=True, metavar="OUT_DIR", help="folder for the outputs")
-    p.add_argument("--limit", type=_positive, default=None, metavar="K", help="K cases only")
-    p.add_argument("--order", choices=["file", "size"], default="file",
-                   help="file order (default) or smallest doc+gold first")
-    p.add_argument("--kernel-trials", type=_positive, default=3, metavar="T",
-                   help="trials of the kernel curve (default: 3)")
-    p.add_argument("--kernel-max-n", type=_positive, default=256, metavar="N",
-                   help="largest N of the kernel curve (default: 256)")
     p.add_argument("--eps", default="0,1,2,3,5", metavar="E1,E2,...",
                    help="perturbation shift bounds (default: 0,1,2,3,5)")
     p.add_argument("--trials", type=_positive, default=5, metavar="T",
