@@ -596,10 +596,13 @@ def _add_bench_all(bench: argparse._SubParsersAction) -> None:
     p.add_argument("--trials", type=_positive, default=5, metavar="T",
                    help="perturbation draws per case (default: 5)")
     p.add_argument("--seed", type=int, default=0, help="seed of weights, ids and draws (default: 0)")
+    p.add_argument("--json", action="store_true",
+                   help="print the run's record (suite.json: settings, seconds per item, files) as JSON")
     p.set_defaults(func=_run_bench_all)
 
 
 def _run_bench_all(args: argparse.Namespace) -> int:
+    import json
     import os
 
     from cad_outlines.bench.e2e import E2EConfig
@@ -613,8 +616,11 @@ def _run_bench_all(args: argparse.Namespace) -> int:
     name = os.path.splitext(os.path.basename(args.corpus))[0]
     report = run_suite(load_corpus(args.corpus), cfg, args.out_dir, name=name, eps=eps,
                        perturb_trials=args.trials, progress=True)
-    print(format_suite(report))
-    print(f"outputs: {args.out_dir}/ ({', '.join(report['files'])})")
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        print(format_suite(report))
+        print(f"outputs: {args.out_dir}/ ({', '.join(report['files'])})")
     return 0 if not report["failures"] else 1
 
 

@@ -237,3 +237,9 @@ def test_bench_all_runs_items_1_to_5_with_one_kernel(tmp_path, capsys):
     assert "## e2e" in (out / "summary.md").read_text()
     assert cli.main(["bench", "all", str(corpus), "--preset", "tiny-qwen", "--eps", "x",
                      "--out-dir", str(out)]) == 2
+    capsys.readouterr()
+    code = cli.main(["bench", "all", str(corpus), "--preset", "tiny-qwen", "--threads", "1", "--limit", "1",
+                     "--kernel-max-n", "2", "--kernel-trials", "1", "--trials", "1", "--json",
+                     "--out-dir", str(tmp_path / "one")])
+    record = json.loads(capsys.readouterr().out)
+    assert code == 0 and len(record["config"]["cases"]) == 1 and "summary.md" in record["files"]
