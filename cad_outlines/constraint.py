@@ -167,8 +167,8 @@ class ProgramConstraint:
     """The live constraint of one generation: matcher + index order + tag boundary.
 
     Interface shared with :class:`Unconstrained` (the decode loop's other branch):
-    ``allowed``, ``forced``, ``advance``, ``piece_bytes``, ``done``, ``text``, ``ops``,
-    ``pending``, ``validate``.
+    ``allowed``, ``forced``, ``advance``, ``piece_bytes``, ``done``, ``text``, ``ops``.
+    Drafting (constrained runs only) also reads ``pending`` and ``validate``.
 
     Parameters
     ----------
@@ -211,7 +211,7 @@ class ProgramConstraint:
         self._buffer[:n] = bits[:n]
         # uint8 0/1 viewed as bool: no copy, no allocation of a vocabulary-sized tensor.
         allowed = torch.from_numpy(self._buffer.view(np.bool_))
-        pending = self.text[self._op_end:]
+        pending = self.pending
         if pending.startswith("<c"):
             allowed[self.compiled.table.crossing] = False
             match = _OPEN_COPY_RE.search(pending)
@@ -256,7 +256,7 @@ class ProgramConstraint:
 
         The run stops right after a completed copy tag: the splice comes next.
         """
-        pending = self.text[self._op_end:]
+        pending = self.pending
         out: list[int] = []
         for tid in self.matcher.compute_ff_tokens():
             candidate = pending + self._piece(tid)
@@ -355,15 +355,6 @@ class Unconstrained:
     def piece_bytes(self, tid: int) -> bytes:
         """The bytes of one token."""
         return self.compiled.llg_tokenizer.decode_bytes([int(tid)])
-
-    @property
-    def pending(self) -> str:
-        """Free text has no ops: all of it is pending."""
-        return self.text
-
-    def validate(self, ids: Sequence[int]) -> int:
-        """Every token is valid."""
-        return len(ids)
 
     def advance(self, ids: Sequence[int]) -> list[Op]:
         """Append tokens to the text; end at end-of-sequence."""

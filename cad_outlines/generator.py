@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from functools import cached_property
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal, Sequence
@@ -265,11 +266,9 @@ class CaDGenerator(SteerableGenerator):
         if granularity == "lines":
             self._lines = document.split("\n")
             upper = len(self._lines)
-            self.drafter = Drafter(self._lines, granularity)
         else:
             self._doc_ids = self.adapter.document_ids(document)
             upper = len(self._doc_ids)
-            self.drafter = Drafter([self.adapter.decode([t]) for t in self._doc_ids], granularity)
         self.compiled: CompiledGrammar = compile_grammar(model, upper, granularity)
         # Outlines' own processor for the same grammar: the stock path, for comparison.
         self.logits_processor = self.compiled.processor
@@ -490,7 +489,14 @@ class CaDGenerator(SteerableGenerator):
         draft.add(proposal, list(rows[1:]))
         return rows[0]
 
-    def _propose(self, constraint: ProgramConstraint | Unconstrained, stats: CaDStats) -> list[int]:
+    @cached_property
+    def drafter(self) -> Drafter:
+        """The document's drafter, built on first use (never when drafts are off)."""
+        if self.granularity == "lines":
+            return Drafter(self._lines, "lines")
+        return Drafter([self.adapter.decode([t]) for t in self._doc_ids], "tokens")
+
+    def _propose(self, constraint: ProgramConstraint, stats: CaDStats) -> list[int]:
         """Ids of the drafter's guess of what follows, cut where the grammar rejects it."""
         clock = time.perf_counter()
         text = self.drafter.predict(constraint.pending, constraint.ops)

@@ -1,12 +1,10 @@
 """Bench-side drivers of :class:`~cad_outlines.generator.CaDGenerator`'s own pieces.
 
 Nothing here copies the decode loop: :class:`CountingGenerator` runs the real loop with a
-stand-in forward (to count a program's decode steps and forced runs), and
-:func:`regenerate` teacher-forces a text through the generator's own ``_new_cache`` /
-``_forward`` helpers, one forward per token, as baseline (a) "full autoregressive
-regeneration with the same forward and no constraint". Once ``_decode(...,
-constrained=False)`` is wired in the generator (``CaDGenerator.regenerate``),
-:func:`regen_baseline` uses it and :func:`regenerate` is only the fallback.
+stand-in forward (to count a program's decode steps and forced runs), :class:`CpuClocked`
+adds a CPU-time mark to it, and :func:`regen_baseline` runs baseline (a), "full
+autoregressive regeneration with the same forward and no constraint", through the
+generator's own unconstrained branch (``CaDGenerator.regenerate``).
 """
 
 from __future__ import annotations
@@ -98,61 +96,18 @@ def tag_shape(model: Any, n_lines: int = 300, copy: tuple[int, int] = (120, 245)
     return TagShape(f'<copy lines="{copy[0]}-{copy[1]}"/>', d1 - d0, r1 - r0, f1 - f0)
 
 
-@dataclass
-class RegenStats:
-    """Timing of one teacher-forced regeneration (baseline (a))."""
-
-    prompt_tokens: int
-    tokens: int
-    forward_passes: int
-    prefill_seconds: float
-    total_seconds: float
-
-    @property
-    def gen_seconds(self) -> float:
-        """Seconds after the prompt prefill."""
-        return self.total_seconds - self.prefill_seconds
-
-
-def regenerate(gen: CaDGenerator, prompt_ids: Sequence[int], target_ids: Sequence[int]) -> RegenStats:
-    """Teacher-force ``target_ids`` after the prompt: one forward per token, no constraint.
-
-    The forward after the last target token is kept (it yields the logits that would
-    choose end-of-sequence), so ``len(target_ids)`` forwards follow the prefill, the same
-    count as a loop that generates the text and then stops.
-    """
-    start = time.perf_counter()
-    cache = gen._new_cache()
-    clock = time.perf_counter()
-    gen._forward(prompt_ids, cache)
-    prefill = time.perf_counter() - clock
-    for tid in target_ids:
-        gen._forward([tid], cache)
-    total = time.perf_counter() - start
-    return RegenStats(len(prompt_ids), len(target_ids), 1 + len(target_ids), prefill, total)
-
-
 def regen_baseline(gen: CpuClocked, instruction: str, gold: str) -> dict[str, Any]:
-    """Baseline (a) for one case: the generator's own unconstrained loop when it has one
-    (``CaDGenerator.regenerate(instruction, target=gold)``), else :func:`regenerate`.
+    """Baseline (a) for one case: the gold teacher-forced through the generator's own
+    unconstrained loop (``CaDGenerator.regenerate(instruction, target=gold)``).
 
     Returns a dict with ``prompt_tokens``, ``tokens``, ``forward_passes``,
     ``prefill_seconds``, ``total_seconds``, ``gen_seconds``, the CPU-time figures of
-    :func:`cpu_run`, ``exact`` and ``via``.
+    :func:`cpu_run` and ``exact``.
     """
-    if hasattr(gen, "regenerate"):
-        result, cpu = cpu_run(gen, lambda: gen.regenerate(instruction, target=gold))
-        st = result.stats
-        return {"prompt_tokens": st.prompt_tokens, "tokens": st.decoded_tokens + st.forced_tokens,
-                "forward_passes": st.forward_passes, "prefill_seconds": st.prefill_seconds,
-                "total_seconds": st.total_seconds, "gen_seconds": st.total_seconds - st.prefill_seconds,
-                "constraint_seconds": st.constraint_seconds, **cpu, "exact": result.document == gold,
-                "via": "CaDGenerator.regenerate"}
-    prompt_ids = gen.adapter.prompt_ids(gen.document, instruction, gen.granularity)
-    target = gen.adapter.encode(gold)
-    stats, cpu = cpu_run(gen, lambda: regenerate(gen, prompt_ids, target))
-    return {"prompt_tokens": stats.prompt_tokens, "tokens": stats.tokens,
-            "forward_passes": stats.forward_passes, "prefill_seconds": stats.prefill_seconds,
-            "total_seconds": stats.total_seconds, "gen_seconds": stats.gen_seconds,
-            "constraint_seconds": 0.0, **cpu, "exact": gen.adapter.decode(target) == gold,
-            "via": "bench._loop.regenerate (teacher-forced _forward)"}
+    result, cpu = cpu_run(gen, lambda: gen.regenerate(instruction, target=gold))
+    st = result.stats
+    return {"prompt_tokens": st.prompt_tokens, "tokens": st.decoded_tokens + st.forced_tokens,
+            "forward_passes": st.forward_passes, "prefill_seconds": st.prefill_seconds,
+            "total_seconds": st.total_seconds, "gen_seconds": st.total_seconds - st.prefill_seconds,
+            "constraint_seconds": st.constraint_seconds, **cpu, "exact": result.document == gold,
+            "via": "CaDGenerator.regenerate"}

@@ -5,8 +5,7 @@ Every case of the corpus is decoded, with the same model in the same process, si
 ``regen`` (a)
     Full autoregressive regeneration of the gold: the gold teacher-forced after the same
     prompt, one forward per token, no constraint, through the generator's own loop
-    (``CaDGenerator.regenerate``) or, where that is missing, its ``_forward`` /
-    ``_new_cache`` helpers (:func:`._loop.regen_baseline`).
+    (``CaDGenerator.regenerate``, via :func:`._loop.regen_baseline`).
 ``outlines`` (b)
     Outlines' stock ``outlines.Generator(model, outlines.types.CFG(grammar))`` with the
     same specialised grammar, driven by ``model.generate`` (transformers' loop) with
