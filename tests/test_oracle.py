@@ -153,7 +153,11 @@ def test_cost_aware_oracle_with_tokenizer_costs_on_real_edits():
 # --- token oracle -------------------------------------------------------------------
 
 
-def token_program(tok, doc, gold, min_span):
+def assert_token_program(tok, doc, gold, min_span):
+    """Build the token oracle program of (doc, gold) and assert that it is right: it
+    resolves to the gold, every copy spans >= min_span tokens equal to the gold's at that
+    place, every gen spells the gold's bytes there, and the program covers the whole gold.
+    Returns the ops."""
     doc_ids, gold_ids = tok.encode(doc), tok.encode(gold)
     doc_pieces, gold_pieces = tok.token_pieces(doc), tok.token_pieces(gold)
     ops = oracle_tokens(doc_ids, gold_ids, min_span=min_span, doc_pieces=doc_pieces,
@@ -183,7 +187,7 @@ def token_program(tok, doc, gold, min_span):
 def test_token_oracle_round_trips_real_edits(min_span):
     tok = tokenization("qwen")
     for case in CASES:
-        ops = token_program(tok, case.doc, case.gold, min_span)
+        ops = assert_token_program(tok, case.doc, case.gold, min_span)
         assert any(isinstance(op, CopyTokens) for op in ops), case.id
 
 
@@ -192,7 +196,7 @@ def test_token_oracle_round_trips_real_edits(min_span):
 def test_token_oracle_round_trips_generated_edits(pair, min_span):
     # Qwen normalises to NFC: only NFC text has pieces that spell it exactly.
     doc, gold = (unicodedata.normalize("NFC", t) for t in pair)
-    token_program(tokenization("qwen"), doc, gold, min_span)
+    assert_token_program(tokenization("qwen"), doc, gold, min_span)
 
 
 def test_token_oracle_greedy_longest_match_and_reordering():
