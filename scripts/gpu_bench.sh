@@ -16,7 +16,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 OUT=${OUT:?set OUT to the output folder}
 PRESETS=${PRESETS:-"qwen2.5-1.5b qwen2.5-7b"}
-CORPUS=${CORPUS:-/work/shared/corpora/commits_python.jsonl}
+CORPUS=${CORPUS:-../shared/corpora/commits_python.jsonl}
 LIMIT=${LIMIT:-5}
 STEP_TIMEOUT=${STEP_TIMEOUT:-240}
 DEVICE=${DEVICE:-cuda}     # DEVICE=cpu DTYPE=float32 PRESETS=tiny-qwen: a smoke test without a GPU
@@ -47,7 +47,7 @@ for preset in $PRESETS; do
         -o "$OUT/kernel_$tag.json" --plot "$OUT/kernel_$tag.png" > "$OUT/kernel_$tag.md" \
         2> "$OUT/kernel_$tag.log" || status=$?
     if [[ -f "$OUT/kernel_$tag.json" ]]; then
-        cad-outlines ceiling "$CORPUS" --tokenizer tests/fixtures/tokenizers/qwen \
+        cad-outlines bench bounds "$CORPUS" --tokenizer tests/fixtures/tokenizers/qwen \
             --kernel "$OUT/kernel_$tag.json" > "$OUT/ceiling_${name}_$tag.md" 2>/dev/null || status=$?
     fi
     timeout "$STEP_TIMEOUT" cad-outlines bench e2e "$CORPUS" --preset "$preset" --device "$DEVICE" --dtype "$DTYPE" \

@@ -1,4 +1,4 @@
-"""bench kernel, ceiling --kernel and bench e2e on the tiny presets (CI-sized runs)."""
+"""bench kernel, bench bounds and bench e2e on the tiny presets (CI-sized runs)."""
 
 from __future__ import annotations
 
@@ -61,11 +61,11 @@ def test_kernel_file(kernel_file):
     assert png.read_bytes()[:8] == PNG
 
 
-def test_ceiling_with_kernel_matches_hand_computed_bounds(kernel_file, tmp_path, capsys):
+def test_bench_bounds_matches_hand_computed_bounds(kernel_file, tmp_path, capsys):
     path, _ = kernel_file
     corpus = tmp_path / "three.jsonl"
     corpus.write_text("".join(line for line in SAMPLE.read_text().splitlines(True)[:3]))
-    assert cli.main(["ceiling", str(corpus), "--tokenizer", str(QWEN), "--kernel", str(path), "--json"]) == 0
+    assert cli.main(["bench", "bounds", str(corpus), "--tokenizer", str(QWEN), "--kernel", str(path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     tok = load_tokenization(QWEN)
     results = [case_ceiling(c, tok) for c in CASES[:3]]
@@ -75,12 +75,15 @@ def test_ceiling_with_kernel_matches_hand_computed_bounds(kernel_file, tmp_path,
     want = compute_bounds(T, T - sum(spans), spans, kernel.curve("keep1"), kernel.costs)
     assert out["T"] == T and out["bounds"]["keep1"]["bnd_exact"] == pytest.approx(want.bnd_exact)
     assert out["bounds"]["keep1"]["m_star"] == want.m_star
-    assert cli.main(["ceiling", str(corpus), "--tokenizer", str(QWEN), "--kernel", str(path)]) == 0
+    assert cli.main(["bench", "bounds", str(corpus), "--tokenizer", str(QWEN), "--kernel", str(path)]) == 0
     assert "bnd_exact" in capsys.readouterr().out
     bad = tmp_path / "bad.json"
     bad.write_text('{"kind": "cad-outlines.kernel"}')
-    assert cli.main(["ceiling", str(corpus), "--tokenizer", str(QWEN), "--kernel", str(bad)]) == 2
+    assert cli.main(["bench", "bounds", str(corpus), "--tokenizer", str(QWEN), "--kernel", str(bad)]) == 2
     assert "missing field" in capsys.readouterr().err
+    # the product `ceiling` no longer takes a kernel (bounds are a benchmark)
+    with pytest.raises(SystemExit):
+        cli.main(["ceiling", str(corpus), "--tokenizer", str(QWEN), "--kernel", str(path)])
 
 
 def test_tag_shape_counts_the_real_loop():
