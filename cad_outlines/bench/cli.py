@@ -395,8 +395,9 @@ def _add_bench_constraint(bench: argparse._SubParsersAction) -> None:
                     "of a corpus case, and whether both allow the same tokens. Each "
                     "tokenizer runs in its own process; an Index build past --index-timeout "
                     "or a process past --memory-limit is stopped and reported (exit status 1).")
-    p.add_argument("corpus", metavar="CORPUS.jsonl", nargs="?", default=None,
-                   help="corpus holding --case (default: tests/fixtures/corpus_sample.jsonl)")
+    p.add_argument("corpus", metavar="CORPUS.jsonl",
+                   help="corpus holding --case (the repository's tests/fixtures/corpus_sample.jsonl "
+                        "has the default case)")
     p.add_argument("--case", default=None, metavar="ID",
                    help="case whose oracle program is forced (default: commits_c-0026)")
     p.add_argument("--tokenizers", default=None, metavar="F1,F2",
@@ -417,7 +418,7 @@ def _add_bench_constraint(bench: argparse._SubParsersAction) -> None:
 
 
 def _run_bench_constraint(args: argparse.Namespace) -> int:
-    from cad_outlines.bench.constraint import ConstraintConfig, default_corpus, format_constraint, run_constraint
+    from cad_outlines.bench.constraint import ConstraintConfig, format_constraint, run_constraint
     from cad_outlines.corpus import load_corpus
 
     overrides: dict = {"index_timeout_s": args.index_timeout, "memory_limit_gib": args.memory_limit}
@@ -433,7 +434,7 @@ def _run_bench_constraint(args: argparse.Namespace) -> int:
     if args.repeats is not None:
         overrides["repeats"] = args.repeats
     cfg = ConstraintConfig.tiny(**overrides) if args.tiny else ConstraintConfig(**overrides)
-    report = run_constraint(load_corpus(args.corpus or default_corpus()), cfg, progress=True)
+    report = run_constraint(load_corpus(args.corpus), cfg, progress=True)
     _emit(args, report, format_constraint(report))
     return 0 if not any("stopped" in rec for rec in report["tokenizers"].values()) else 1
 
