@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cad_outlines import cli
-from cad_outlines.bench._loop import CountingGenerator, CpuClocked, regen_baseline, tag_shape
+from cad_outlines.bench._loop import clocked_generator, counting_generator, regen_baseline, tag_shape
 from cad_outlines.bench.bounds import compute_bounds, load_kernel
 from cad_outlines.bench.e2e import E2EConfig, run_e2e, run_outlines, select_cases
 from cad_outlines.ceiling import case_ceiling, load_tokenization
@@ -92,20 +92,20 @@ def test_tag_shape_counts_the_real_loop():
     # Qwen writes numbers digit by digit: more digits, more decode steps
     assert wide.decode_steps > narrow.decode_steps
     assert narrow.decode_steps >= 3 and wide.forced_runs >= 0
-    gen = CountingGenerator(model, "a\nb\nc", splice=True)
+    gen, runner = counting_generator(model, "a\nb\nc", splice=True)
     result = gen.run("x", force_program=[Copy(1, 2), Gen("\nz\n")])
     assert result.document == "a\nb\nz"
-    assert len(gen.widths) == result.stats.forward_passes
-    assert max(gen.widths[1:]) >= 1 + result.stats.copied_tokens  # one forward carried the span
+    assert len(runner.widths) == result.stats.forward_passes
+    assert max(runner.widths[1:]) >= 1 + result.stats.copied_tokens  # one forward carried the span
 
 
 def test_regeneration_baseline_one_forward_per_token():
     model = tiny_model("tiny-qwen")
     case = select_cases(CASES, "size", 1)[0]
-    gen = CpuClocked(model, case.doc)
+    gen, clock = clocked_generator(model, case.doc)
     ids = gen.adapter.encode(case.gold)
     prompt = gen.adapter.prompt_ids(case.doc, "edit", "lines")
-    out = regen_baseline(gen, "edit", case.gold)
+    out = regen_baseline(gen, clock, "edit", case.gold)
     assert out["exact"] and out["tokens"] == len(ids) and out["prompt_tokens"] == len(prompt)
     assert out["forward_passes"] == 1 + len(ids)
     assert 0 < out["prefill_seconds"] < out["total_seconds"]
