@@ -2,8 +2,8 @@
 # GPU benchmarks (kernel curve + e2e) for qwen2.5-1.5b and qwen2.5-7b in bfloat16.
 #
 # For a session that is lent a CUDA machine; every output goes into $OUT (JSON, PNG and
-# the Markdown tables as .md). NOT run in the session that wrote it (no GPU there): see
-# docs/benchmarks.md, "GPU script".
+# the Markdown tables as .md). Run once on an H200 (2026-11-30): results and the exact
+# command in docs/benchmarks.md, "GPU (H200)", files in docs/bench/gpu_h200/.
 #
 #   OUT=/some/dir scripts/gpu_bench.sh            # defaults below
 #   OUT=... PRESETS="qwen2.5-1.5b" LIMIT=3 CORPUS=tests/fixtures/corpus_sample.jsonl scripts/gpu_bench.sh
