@@ -8,12 +8,12 @@ real; the program's *choice* is the oracle's, not the model's.
 
 from __future__ import annotations
 
-import difflib
 import json
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from .diffs import unified_diff
 from .generator import CaDGenerator, CaDResult
 from .oracle import oracle_program
 from .program import render
@@ -79,6 +79,5 @@ def run_demo(model: Any, preset: str, example: dict[str, str] | None = None) -> 
     generator = CaDGenerator(model, doc)
     cad = generator.run(instruction, force_program=ops)
     regeneration = generator.regenerate(instruction, target=gold)
-    diff = "".join(difflib.unified_diff(doc.splitlines(True), (cad.document or "").splitlines(True),
-                                        "before", "after"))
+    diff = unified_diff(doc, cad.document or "", "a/example.py", "b/example.py")
     return DemoReport(preset, instruction, render(ops), diff, cad, regeneration, cad.document == gold)

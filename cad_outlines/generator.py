@@ -36,6 +36,7 @@ from .adapters import Adapter, get_adapter
 from .constraint import (CompiledGrammar, ProgramConstraint, Unconstrained, compile_grammar,
                          tokenizer_setup_seconds)
 from .drafting import Drafter
+from .errors import InputError, ModelOutputError
 from .grammar import Granularity
 from .program import Copy, CopyTokens, Op
 from .resolver import resolve
@@ -46,7 +47,7 @@ from .resolver import resolve
 MAX_DRAFT_TOKENS = 16
 
 
-class IncompleteProgramError(RuntimeError):
+class IncompleteProgramError(ModelOutputError, RuntimeError):
     """The token budget ran out before ``</program>``; ``.result`` holds the complete ops."""
 
     def __init__(self, result: "CaDResult"):
@@ -56,7 +57,7 @@ class IncompleteProgramError(RuntimeError):
             "no edited document was produced (raise max_new_tokens)")
 
 
-class ForcedProgramError(ValueError):
+class ForcedProgramError(InputError):
     """A forced program that the document's constraint rejects."""
 
 

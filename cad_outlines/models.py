@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from .errors import InputError
+
 TOKENIZERS_ENV = "CAD_OUTLINES_TOKENIZERS"
 
 
@@ -109,7 +111,7 @@ def build(name: str, *, seed: int = 0, dtype: str | torch.dtype = "float32",
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+        raise InputError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
     preset = PRESETS[name]
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir(preset.tokenizer, tokenizer_root)))
     config_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM),

@@ -50,6 +50,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from ..errors import InputError
 from . import _common
 
 __all__ = ["ConstraintConfig", "FAMILIES", "default_corpus", "format_constraint", "forced_ids", "run_constraint"]
@@ -134,11 +135,11 @@ def run_constraint(cases: Sequence[Any], cfg: ConstraintConfig, progress: bool =
 
     by_id = {case.id: case for case in cases}
     if cfg.case not in by_id:
-        raise ValueError(f"case {cfg.case!r} is not in the corpus ({len(cases)} cases)")
+        raise InputError(f"case {cfg.case!r} is not in the corpus ({len(cases)} cases)")
     case = by_id[cfg.case]
     doc_lines = len(case.doc.splitlines())
     if doc_lines > min(cfg.sizes):
-        raise ValueError(f"case {cfg.case!r} has {doc_lines} lines: its program does not fit a "
+        raise InputError(f"case {cfg.case!r} has {doc_lines} lines: its program does not fit a "
                          f"{min(cfg.sizes)}-line document (use sizes >= {doc_lines})")
     ops = oracle_program(case.doc, case.gold)
     text = render(ops)

@@ -44,6 +44,7 @@ from outlines.processors.base_logits_processor import OutlinesLogitsProcessor
 
 from ..ceiling import case_ceiling
 from ..corpus import Case
+from ..errors import InputError
 from ..generator import CaDGenerator
 from ..grammar import load_grammar, specialize
 from ..oracle import oracle_program
@@ -287,7 +288,7 @@ def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
     """
     chosen = select_cases(cases, cfg.order, cfg.limit)
     if not chosen:
-        raise ValueError("no cases to run")
+        raise InputError("no cases to run (empty corpus, or --limit selects none)")
     with _common.torch_threads(cfg.threads):
         if model is None:
             model = build_model(cfg)
