@@ -14,7 +14,7 @@ from importlib import resources
 from typing import Any
 
 from .diffs import unified_diff
-from .generator import CaDGenerator, CaDResult
+from .generator import CaDGenerator, CaDResult, ProgressCallback
 from .oracle import oracle_program
 from .program import render
 
@@ -61,7 +61,8 @@ def load_example() -> dict[str, str]:
     return json.loads(data)
 
 
-def run_demo(model: Any, preset: str, example: dict[str, str] | None = None) -> DemoReport:
+def run_demo(model: Any, preset: str, example: dict[str, str] | None = None,
+             progress: ProgressCallback | None = None) -> DemoReport:
     """Run the bundled edit through CaD (oracle-forced) and full regeneration.
 
     Parameters
@@ -72,12 +73,14 @@ def run_demo(model: Any, preset: str, example: dict[str, str] | None = None) -> 
         Name shown in the report.
     example
         ``{"instruction", "doc", "gold"}``; the bundled one by default.
+    progress
+        Passed to both runs (see :meth:`CaDGenerator.run`).
     """
     example = example or load_example()
     doc, gold, instruction = example["doc"], example["gold"], example["instruction"]
     ops = oracle_program(doc, gold)
     generator = CaDGenerator(model, doc)
-    cad = generator.run(instruction, force_program=ops)
-    regeneration = generator.regenerate(instruction, target=gold)
+    cad = generator.run(instruction, force_program=ops, progress=progress)
+    regeneration = generator.regenerate(instruction, target=gold, progress=progress)
     diff = unified_diff(doc, cad.document or "", "a/example.py", "b/example.py")
     return DemoReport(preset, instruction, render(ops), diff, cad, regeneration, cad.document == gold)

@@ -49,3 +49,17 @@ def unified_diff(before: str, after: str, from_file: str = "a/file", to_file: st
                                      from_file, to_file, n=context):
         out.append(line if line.endswith("\n") else line + "\n" + NO_NEWLINE)
     return "".join(out)
+
+
+def line_summary(before: str, after: str) -> dict[str, int]:
+    """Lines ``kept``, ``added`` and ``removed`` from ``before`` to ``after``.
+
+    Lines are counted as :func:`split_keepends` splits them (a final newline ends the
+    last line, it does not start another); the alignment is the line oracle's
+    (:func:`cad_outlines.oracle.line_matches`), which stays fast on repeated lines.
+    """
+    from .oracle import line_matches
+
+    a, b = split_keepends(before), split_keepends(after)
+    kept = sum(size for _, _, size in line_matches(a, b))
+    return {"kept": kept, "added": len(b) - kept, "removed": len(a) - kept}
