@@ -27,7 +27,9 @@ def tokenizer_dir(family: str, root: str | os.PathLike | None = None) -> Path:
     """Locate the fixture tokenizer folder of ``family``.
 
     Search order: ``root``; the ``CAD_OUTLINES_TOKENIZERS`` environment variable; the
-    repository's ``tests/fixtures/tokenizers`` (present in a clone / editable install).
+    tokenizers shipped in the package (``cad_outlines/data/tokenizers``: Qwen2.5, so the
+    default ``tiny-qwen`` preset and ``cad-outlines demo`` work from a wheel); the
+    repository's ``tests/fixtures/tokenizers`` (a clone or editable install: all three).
 
     Raises
     ------
@@ -35,6 +37,7 @@ def tokenizer_dir(family: str, root: str | os.PathLike | None = None) -> Path:
         Naming every place searched.
     """
     candidates = [Path(p) for p in (root, os.environ.get(TOKENIZERS_ENV)) if p]
+    candidates.append(Path(__file__).resolve().parent / "data" / "tokenizers")
     candidates.append(Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "tokenizers")
     for base in candidates:
         if (base / family / "tokenizer.json").is_file():
