@@ -143,7 +143,7 @@ def _add_oracle(sub: argparse._SubParsersAction) -> None:
                    help="copy lines (default) or document tokens (needs --tokenizer)")
     p.add_argument("--tokenizer", metavar="DIR",
                    help="Hugging Face tokenizer folder (tokens granularity, --cost-aware)")
-    p.add_argument("--min-span", type=int, default=8, metavar="M",
+    p.add_argument("--min-span", type=_positive, default=8, metavar="M",
                    help="shortest token copy, in tokens (default: 8)")
     p.add_argument("--cost-aware", action="store_true",
                    help="lines: generate a copy's text when its tag takes more tokens")
@@ -236,7 +236,7 @@ def _add_ceiling(sub: argparse._SubParsersAction) -> None:
                    help="Hugging Face tokenizer folder that counts the tokens")
     p.add_argument("--granularity", choices=["lines", "tokens"], default="lines",
                    help="line oracle (default) or greedy token oracle")
-    p.add_argument("--min-span", type=int, default=8, metavar="M",
+    p.add_argument("--min-span", type=_positive, default=8, metavar="M",
                    help="shortest token copy, in tokens (default: 8)")
     p.add_argument("--special-tokens", choices=["text", "match"], default="text",
                    help="text (default): special-token spellings in the text are plain "

@@ -77,13 +77,13 @@ class ConstraintConfig:
     def __post_init__(self) -> None:
         unknown = [t for t in self.tokenizers if t not in FAMILIES]
         if unknown or not self.tokenizers:
-            raise ValueError(f"tokenizers must be among {', '.join(FAMILIES)}, got {list(self.tokenizers)}")
+            raise InputError(f"tokenizers must be among {', '.join(FAMILIES)}, got {list(self.tokenizers)}")
         if not self.sizes or min(self.sizes) < 1:
-            raise ValueError(f"sizes must be >= 1, got {list(self.sizes)}")
+            raise InputError(f"sizes must be >= 1, got {list(self.sizes)}")
         if self.repeats < 1:
-            raise ValueError(f"repeats must be >= 1, got {self.repeats}")
+            raise InputError(f"repeats must be >= 1, got {self.repeats}")
         if self.index_timeout_s <= 0 or self.memory_limit_gib <= 0:
-            raise ValueError("index_timeout_s and memory_limit_gib must be > 0")
+            raise InputError("index_timeout_s and memory_limit_gib must be > 0")
 
     @classmethod
     def tiny(cls, **overrides: Any) -> "ConstraintConfig":

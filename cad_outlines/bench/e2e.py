@@ -79,9 +79,9 @@ class E2EConfig:
 
     def __post_init__(self) -> None:
         if self.order not in ("file", "size"):
-            raise ValueError(f"order must be 'file' or 'size', got {self.order!r}")
+            raise InputError(f"order must be 'file' or 'size', got {self.order!r}")
         if self.limit is not None and self.limit < 1:
-            raise ValueError(f"limit must be >= 1, got {self.limit}")
+            raise InputError(f"limit must be >= 1, got {self.limit}")
 
 
 def select_cases(cases: Sequence[Case], order: str = "file", limit: Optional[int] = None) -> list[Case]:
@@ -91,7 +91,7 @@ def select_cases(cases: Sequence[Case], order: str = "file", limit: Optional[int
     if order == "size":
         chosen.sort(key=lambda c: (len(c.doc) + len(c.gold), c.id))
     elif order != "file":
-        raise ValueError(f"order must be 'file' or 'size', got {order!r}")
+        raise InputError(f"order must be 'file' or 'size', got {order!r}")
     return chosen[:limit] if limit is not None else chosen
 
 
