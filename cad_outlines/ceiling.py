@@ -252,6 +252,13 @@ def load_tokenization(tokenizer: Any, *, special_as_text: bool = True) -> Tokeni
         ``tokenizer.encode(text, add_special_tokens=False)`` does; this reproduces the
         shared corpora README's table and always uses the fallback (adapters are
         text-only by contract).
+
+    Raises
+    ------
+    FileNotFoundError
+        If the folder does not exist.
+    AdapterError
+        If it holds no ``tokenizer.json`` or transformers cannot load it.
     """
     if isinstance(tokenizer, (str, os.PathLike)):
         from .adapters import load_tokenizer
