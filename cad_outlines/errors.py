@@ -9,11 +9,13 @@ is one. The two branches say who can act on it:
   so ``except ValueError`` in existing callers still catches it.
 - :class:`ModelOutputError` -- the input was fine but the model did not produce a usable
   program (the token budget ran out, or its program does not resolve).
+- :class:`MissingDependencyError` -- an optional dependency (an extra) is not installed;
+  the message names the extra to install.
 """
 
 from __future__ import annotations
 
-__all__ = ["CaDError", "InputError", "ModelOutputError"]
+__all__ = ["CaDError", "InputError", "MissingDependencyError", "ModelOutputError"]
 
 
 class CaDError(Exception):
@@ -26,3 +28,7 @@ class InputError(CaDError, ValueError):
 
 class ModelOutputError(CaDError):
     """The model did not produce a usable program (unfinished or invalid)."""
+
+
+class MissingDependencyError(CaDError, ImportError):
+    """An optional dependency is missing; the message says which extra installs it."""

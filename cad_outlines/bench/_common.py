@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import InputError
+from ..errors import InputError, MissingDependencyError
 
 _PACKAGES = ("torch", "transformers", "outlines", "outlines_core", "llguidance", "tokenizers",
              "numpy", "matplotlib")
@@ -95,8 +95,17 @@ def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 100) -> None:
 
 
 def pyplot() -> Any:
-    """matplotlib's pyplot on the Agg backend (no display needed)."""
-    import matplotlib
+    """matplotlib's pyplot on the Agg backend (no display needed).
+
+    Raises
+    ------
+    MissingDependencyError
+        If matplotlib is not installed (it comes with the ``bench`` extra).
+    """
+    try:
+        import matplotlib
+    except ImportError:
+        raise MissingDependencyError("plots need matplotlib: pip install 'cad-outlines[bench]'") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

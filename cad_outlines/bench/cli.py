@@ -124,14 +124,14 @@ def _emit(args: argparse.Namespace, report: dict, table: str) -> None:
 
 def _plot(args: argparse.Namespace, plot: Callable[..., None], *plot_args: Any, **kwargs: Any) -> None:
     """Draw ``--plot`` last, after the JSON is written, so a missing matplotlib loses nothing."""
+    from cad_outlines.errors import MissingDependencyError
+
     if not args.plot:
         return
     try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise UsageError("--plot needs matplotlib: pip install 'cad-outlines[bench]' "
-                         "(the JSON and the table were still written)") from None
-    plot(*plot_args, args.plot, **kwargs)
+        plot(*plot_args, args.plot, **kwargs)
+    except MissingDependencyError as err:
+        raise UsageError(f"--plot: {err} (the JSON and the table were still written)") from None
 
 
 def _add_bench_bounds(bench: argparse._SubParsersAction) -> None:
