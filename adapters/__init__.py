@@ -93,11 +93,17 @@ def load_tokenizer(path: str | os.PathLike) -> Any:
     FileNotFoundError
         If ``path`` is not a folder.
     AdapterError
-        If ``transformers`` cannot load a tokenizer from it (the message says why).
+        If the folder holds no ``tokenizer.json`` (the adapters read the fast
+        tokenizer's pieces), or ``transformers`` cannot load it (the message says why).
     """
     path = os.fspath(path)
     if not os.path.isdir(path):
         raise FileNotFoundError(f"tokenizer folder not found: {path}")
+    if not os.path.isfile(os.path.join(path, "tokenizer.json")):
+        # Checked here: transformers would try to convert a slow tokenizer and fail
+        # with a multi-line message about sentencepiece/tiktoken.
+        raise AdapterError(f"{path}: no tokenizer.json in this folder (a Hugging Face fast "
+                           "tokenizer folder is needed, as saved by tokenizer.save_pretrained)")
     from transformers import AutoTokenizer
 
     try:

@@ -34,6 +34,7 @@ from typing import Any, Iterable, Literal, Optional, Protocol, Sequence
 import numpy as np
 
 from .corpus import Case
+from .errors import InputError
 from .oracle import oracle_program, oracle_tokens
 from .program import Copy, CopyTokens, Op, render_op
 from .resolver import resolve, split_lines
@@ -214,8 +215,8 @@ def case_ceilings(cases: Iterable[Case], tokenization: Tokenization, *,
     for case in cases:
         try:
             results.append(case_ceiling(case, tokenization, granularity, min_span))
-        except ValueError as err:
-            raise ValueError(f"case {case.id!r}: {err}") from err
+        except InputError as err:  # the tokenizer cannot spell this case's text
+            raise InputError(f"case {case.id!r}: {err}") from err
     return results
 
 
@@ -251,13 +252,18 @@ def load_tokenization(tokenizer: Any, *, special_as_text: bool = True) -> Tokeni
         ``tokenizer.encode(text, add_special_tokens=False)`` does; this reproduces the
         shared corpora README's table and always uses the fallback (adapters are
         text-only by contract).
+
+    Raises
+    ------
+    FileNotFoundError
+        If the folder does not exist.
+    AdapterError
+        If it holds no ``tokenizer.json`` or transformers cannot load it.
     """
     if isinstance(tokenizer, (str, os.PathLike)):
-        if not os.path.isdir(tokenizer):
-            raise ValueError(f"tokenizer folder not found: {os.fspath(tokenizer)}")
-        from transformers import AutoTokenizer
+        from .adapters import load_tokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(os.fspath(tokenizer))
+        tokenizer = load_tokenizer(tokenizer)
     if not special_as_text:
         return _FallbackTokenization(tokenizer, split_special_tokens=False)
     try:
@@ -300,7 +306,7 @@ class _FallbackTokenization:
             if pieces and b"".join(pieces) == b" " + want and pieces[0].startswith(b" "):
                 pieces[0] = pieces[0][1:]
         if b"".join(pieces) != want:
-            raise ValueError(
+            raise InputError(
                 f"{type(self.tokenizer).__name__}: token pieces do not spell the text "
                 "exactly (normalisation?); token granularity needs a tokenizer whose "
                 "tokens reproduce the text byte for byte")

@@ -1,25 +1,98 @@
 """The ``cad-outlines`` command line: argument parsing only; the work is done elsewhere.
 
 Each subcommand has an ``_add_<name>`` function that declares its arguments and sets
-``func`` to a small runner that calls the library. Errors the user can fix are raised as
-:class:`UsageError` (or ``ValueError``/``OSError`` from the library) and printed as one
-line on stderr with exit status 2.
+``func`` to a small runner that calls the library. Exit status: 0 done; 1 the model did
+not finish or produced an unusable edit (:class:`~cad_outlines.errors.ModelOutputError`);
+2 a usage or input error (:class:`UsageError`, the project's
+:class:`~cad_outlines.errors.InputError`, an ``OSError`` on a named file), printed as one
+line on stderr; 70 (``EX_SOFTWARE``) anything else, which is a bug: its traceback is
+printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import sys
-from typing import Callable, Sequence
+import traceback
+from typing import Any, Callable, Sequence
+
+from cad_outlines.errors import CaDError, InputError, ModelOutputError
+
+EXIT_OK, EXIT_MODEL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
 
 
-class UsageError(Exception):
+class UsageError(InputError):
     """A problem with the command's input that the user can fix."""
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Every option's default in its help (unless it already names one; flags and
+    options without a default show none); descriptions and epilogs keep their line
+    breaks and wrap each line."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if ("default" in text or action.default is None or action.default is False
+                or action.default is argparse.SUPPRESS or not action.option_strings):
+            return text
+        return text + " (default: %(default)s)"
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        return "\n".join(textwrap.fill(line, width, initial_indent=indent,
+                                        subsequent_indent=indent + " " * (len(line) - len(line.lstrip())))
+                          if line.strip() else "" for line in text.splitlines())
 
 
 def _add_commands(sub: argparse._SubParsersAction) -> None:
     for add in _COMMANDS:
         add(sub)
+    for parser in _all_parsers(sub):  # every option shows its default in --help
+        if parser.formatter_class is argparse.HelpFormatter:
+            parser.formatter_class = _HelpFormatter
+
+
+def _all_parsers(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
+    parsers = []
+    for parser in dict.fromkeys(sub.choices.values()):
+        parsers.append(parser)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers.extend(_all_parsers(action))
+    return parsers
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
+    return number
+
+
+def _temperature(value: str) -> float:
+    number = float(value)
+    if not math.isfinite(number) or number < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {value}")
+    return number
+
+
+def _top_p(value: str) -> float:
+    number = float(value)
+    if not 0 < number <= 1:  # also rejects nan
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {value}")
+    return number
+
+
+def _status(args: argparse.Namespace, message: str) -> None:
+    if not getattr(args, "quiet", False):
+        print(message, file=sys.stderr, flush=True)
+
+
+def _fail(message: str) -> None:
+    print(f"cad-outlines: {message}", file=sys.stderr, flush=True)
 
 
 # --- subcommands (each block: _add_<name> declares arguments, _run_<name> runs) -----
@@ -70,7 +143,7 @@ def _add_oracle(sub: argparse._SubParsersAction) -> None:
                    help="copy lines (default) or document tokens (needs --tokenizer)")
     p.add_argument("--tokenizer", metavar="DIR",
                    help="Hugging Face tokenizer folder (tokens granularity, --cost-aware)")
-    p.add_argument("--min-span", type=int, default=8, metavar="M",
+    p.add_argument("--min-span", type=_positive, default=8, metavar="M",
                    help="shortest token copy, in tokens (default: 8)")
     p.add_argument("--cost-aware", action="store_true",
                    help="lines: generate a copy's text when its tag takes more tokens")
@@ -163,7 +236,7 @@ def _add_ceiling(sub: argparse._SubParsersAction) -> None:
                    help="Hugging Face tokenizer folder that counts the tokens")
     p.add_argument("--granularity", choices=["lines", "tokens"], default="lines",
                    help="line oracle (default) or greedy token oracle")
-    p.add_argument("--min-span", type=int, default=8, metavar="M",
+    p.add_argument("--min-span", type=_positive, default=8, metavar="M",
                    help="shortest token copy, in tokens (default: 8)")
     p.add_argument("--special-tokens", choices=["text", "match"], default="text",
                    help="text (default): special-token spellings in the text are plain "
@@ -179,10 +252,9 @@ def _run_ceiling(args: argparse.Namespace) -> int:
     import os
 
     from cad_outlines.ceiling import ceiling, format_table, load_tokenization
-    from cad_outlines.corpus import load_corpus
     from cad_outlines.files import atomic_write
 
-    cases = load_corpus(args.corpus)
+    cases = load_cases(args.corpus)
     tokenization = load_tokenization(args.tokenizer,
                                      special_as_text=args.special_tokens == "text")
     stats = ceiling(cases, tokenization, granularity=args.granularity,
@@ -202,82 +274,200 @@ _COMMANDS.append(_add_ceiling)
 # --- demo | edit: the main job ---------------------------------------------------------
 
 
+def _add_verbosity(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("-v", "--verbose", action="store_true",
+                       help="also print the token counts and timings of each run")
+    group.add_argument("-q", "--quiet", action="store_true",
+                       help="no progress bar, program or summary on stderr (errors only)")
+
+
+def _add_device_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1, mps)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                   help="weight dtype")
+
+
 def _add_demo(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="run the real decode loop offline on the bundled example edit",
-                       description="Teacher-force the oracle program of a bundled edit through the real "
-                                   "decode loop of a random-weight preset, next to full regeneration.")
-    p.add_argument("--preset", default="tiny-qwen", help="random-weight preset (default: tiny-qwen)")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32")
+    from cad_outlines.presets import PRESET_SUMMARIES  # names only: no torch import
+
+    presets = "\n".join(f"  {name:22} {what}" for name, what in PRESET_SUMMARIES.items())
+    p = sub.add_parser(
+        "demo", help="run the real decode loop offline on the bundled example edit",
+        formatter_class=_HelpFormatter,
+        description="Teacher-force the oracle program of a bundled edit through the real "
+                    "decode loop of a random-weight preset, next to full regeneration.",
+        epilog=f"presets (random weights, real architectures and tokenizers):\n{presets}")
+    p.add_argument("--preset", default="tiny-qwen", choices=list(PRESET_SUMMARIES), metavar="NAME",
+                   help="random-weight preset (listed below)")
+    _add_device_args(p)
+    _add_verbosity(p)
     p.set_defaults(func=_run_demo)
 
 
 def _run_demo(args: argparse.Namespace) -> int:
     from cad_outlines import models
     from cad_outlines.demo import run_demo
+    from cad_outlines.progress import DecodeProgress, wants_progress
 
+    show = wants_progress(args.quiet)
+    _status(args, f"building preset {args.preset} (random weights) ...")
     model = models.load(args.preset, device=args.device, dtype=args.dtype)
-    report = run_demo(model, args.preset)
+    with DecodeProgress("demo", total=None, enabled=show) as bar:
+        report = run_demo(model, args.preset, progress=bar)
     print(report.format())
-    return 0 if report.matches_gold else 1
+    return 0 if report.matches_gold else EXIT_MODEL
 
 
 _COMMANDS.append(_add_demo)
 
 
 def _add_edit(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("edit", help="edit a file with a model (prints the diff; -o writes atomically)")
-    p.add_argument("file", help="file to edit")
-    p.add_argument("--instruction", required=True, help="what to change")
+    p = sub.add_parser(
+        "edit", help="edit files with a model; prints a unified diff (--in-place, -o write atomically)",
+        formatter_class=_HelpFormatter,
+        description="Edit each FILE with the model as a Copy-as-Decode program. stdout gets a "
+                    "unified diff that `patch -p1` and `git apply` accept (or JSON with --json); "
+                    "stderr gets a progress bar, the program and a one-line summary. An edit that "
+                    "leaves fewer than half of a file's lines is refused unless --allow-deletion.",
+        epilog="exit status: 0 edited (or unchanged), 1 the model did not finish or its edit "
+               "was refused, 2 usage or input error, 70 internal error (a bug: please report it)")
+    p.add_argument("files", nargs="+", metavar="FILE", help="file(s) to edit (each on its own)")
+    p.add_argument("--instruction", required=True, metavar="TEXT",
+                   help="what to change; '-' reads it from stdin")
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", help="Hugging Face model id or local folder (transformers)")
-    source.add_argument("--preset", help="random-weight preset instead of a real model (offline tests)")
-    p.add_argument("-o", "--output", help="write the edited file here (atomically; may be FILE itself)")
-    p.add_argument("--granularity", choices=["lines", "tokens"], default="lines")
+    source.add_argument("--model", metavar="DIR",
+                        help="local Hugging Face model folder (transformers causal LM)")
+    source.add_argument("--preset", metavar="NAME",
+                        help="random-weight preset instead of a real model (offline tests)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("-i", "--in-place", action="store_true",
+                       help="rewrite each FILE atomically (symlinks are written through)")
+    where.add_argument("-o", "--output", metavar="OUT",
+                       help="write the edited file here, atomically (one FILE only)")
+    p.add_argument("--json", action="store_true",
+                   help="print a JSON list, one record per file: document, program, ops, stats, summary")
+    p.add_argument("--allow-deletion", action="store_true",
+                   help="accept an edit that empties a file or leaves fewer than half its lines")
+    p.add_argument("--granularity", choices=["lines", "tokens"], default="lines",
+                   help="copy whole lines or document tokens")
     p.add_argument("--force-program", metavar="PROGRAM",
                    help="teacher-force this program file through the decode loop (tests, benchmarks)")
-    p.add_argument("--max-new-tokens", type=int, default=2048)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32")
+    p.add_argument("--max-new-tokens", type=_positive, default=2048, metavar="N",
+                   help="budget of program tokens (copied tokens are free)")
+    p.add_argument("--temperature", type=_temperature, default=0.0, metavar="T",
+                   help="0 is greedy; otherwise sample")
+    p.add_argument("--top-p", type=_top_p, default=1.0, metavar="P", help="nucleus sampling mass")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    _add_device_args(p)
+    _add_verbosity(p)
     p.set_defaults(func=_run_edit)
 
 
 def _run_edit(args: argparse.Namespace) -> int:
-    import difflib
+    import json
 
-    from cad_outlines import models
+    from cad_outlines.diffs import line_summary, unified_diff
     from cad_outlines.files import atomic_write, read_text
     from cad_outlines.generator import CaDGenerator
+    from cad_outlines.progress import DecodeProgress, wants_progress
+    from cad_outlines.resolver import ResolveError
 
-    document = read_text(args.file)
-    if args.model:
-        import outlines
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        hf_model = AutoModelForCausalLM.from_pretrained(
-            args.model, dtype=getattr(torch, args.dtype)).to(args.device).eval()
-        model = outlines.from_transformers(hf_model, AutoTokenizer.from_pretrained(args.model))
-    else:
-        model = models.load(args.preset, device=args.device, dtype=args.dtype)
+    if args.output and len(args.files) > 1:
+        raise UsageError(f"-o takes one FILE, got {len(args.files)}; use --in-place for several")
+    instruction = sys.stdin.read() if args.instruction == "-" else args.instruction
+    if not instruction.strip():
+        raise UsageError("the instruction is empty")
+    documents = {name: read_text(name) for name in args.files}  # every file readable first
     forced = read_text(args.force_program) if args.force_program else None
-    result = CaDGenerator(model, document, granularity=args.granularity, max_new_tokens=args.max_new_tokens,
-                          temperature=args.temperature, top_p=args.top_p, seed=args.seed
-                          ).run(args.instruction, force_program=forced)
-    if result.document is None:
-        raise UsageError(f"the program was not finished within --max-new-tokens {args.max_new_tokens} "
-                         f"({len(result.ops)} complete op(s)); nothing was written")
-    sys.stdout.writelines(difflib.unified_diff(document.splitlines(True), result.document.splitlines(True),
-                                               args.file, args.output or args.file))
-    if args.output:
-        atomic_write(args.output, result.document)
-    s = result.stats
-    print(f"# {s.decoded_tokens} decoded, {s.forced_tokens} forced, {s.copied_tokens} copied tokens; "
-          f"{s.forward_passes} forward passes; {s.total_seconds:.2f} s", file=sys.stderr)
-    return 0
+    model = _load_edit_model(args)
+    show = wants_progress(args.quiet)
+    records, status = [], EXIT_OK
+    for name, document in documents.items():
+        generator = CaDGenerator(model, document, granularity=args.granularity,
+                                 max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                                 top_p=args.top_p, seed=args.seed)
+        with DecodeProgress(name, args.max_new_tokens, enabled=show) as bar:
+            try:
+                result = generator.run(instruction.strip(), force_program=forced, progress=bar)
+            except ResolveError as err:  # a complete program whose copies do not resolve
+                _fail(f"{name}: the model's program does not resolve: {err}; nothing was written")
+                status = EXIT_MODEL
+                continue
+        if not args.quiet:
+            print(result.program, file=sys.stderr)
+        stats = result.stats
+        if args.verbose:
+            print(f"{name}: {stats.prompt_tokens} prompt, {stats.decoded_tokens} decoded, "
+                  f"{stats.forced_tokens} forced, {stats.copied_tokens} copied tokens; "
+                  f"{stats.forward_passes} forward passes; {stats.total_seconds:.2f} s", file=sys.stderr)
+        record = {"file": name, "complete": result.complete, "program": result.program,
+                  "ops": [_op_record(op) for op in result.ops], "stats": dataclasses.asdict(stats),
+                  "document": result.document, "summary": None, "written": None}
+        records.append(record)
+        if result.document is None:
+            _fail(f"{name}: the program was not finished within --max-new-tokens {args.max_new_tokens} "
+                  f"({len(result.ops)} complete op(s)); nothing was written")
+            status = EXIT_MODEL
+            continue
+        summary = record["summary"] = line_summary(document, result.document)
+        if not args.quiet:
+            print(f"{name}: {summary['kept']} lines kept, {summary['added']} added, "
+                  f"{summary['removed']} removed", file=sys.stderr)
+        kept_lines = summary["kept"] + summary["added"]
+        original_lines = summary["kept"] + summary["removed"]
+        if original_lines and kept_lines * 2 < original_lines and not args.allow_deletion:
+            _fail(f"{name}: the edit would leave {kept_lines} of {original_lines} lines; nothing was "
+                  "written (pass --allow-deletion to accept it)")
+            status = EXIT_MODEL
+            continue
+        target = args.output or (name if args.in_place else None)
+        if target is not None:
+            atomic_write(target, result.document)
+            record["written"] = target
+        if not args.json:
+            _write_stdout(unified_diff(document, result.document, _diff_name("a", name),
+                                       _diff_name("b", args.output or name)))
+    if args.json:
+        print(json.dumps(records, indent=2, ensure_ascii=False))
+    return status
+
+
+def _load_edit_model(args: argparse.Namespace) -> Any:
+    from cad_outlines import models
+
+    if args.preset:
+        return models.load(args.preset, device=args.device, dtype=args.dtype)
+    import os
+
+    if not os.path.isdir(args.model):
+        raise UsageError(f"--model {args.model}: directory does not exist (pass a local folder "
+                         "holding config.json, the weights and the tokenizer; nothing is downloaded)")
+    import outlines
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device, dtype = models.resolve_device(args.device), models.resolve_dtype(args.dtype)
+    _status(args, f"loading {args.model} ...")
+    try:
+        hf_model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(args.model, local_files_only=True)
+    except (OSError, ValueError) as err:  # transformers' errors for a folder it cannot read
+        raise UsageError(f"--model {args.model}: cannot load a causal LM and tokenizer from this "
+                         f"folder: {str(err).splitlines()[0]}") from None
+    return outlines.from_transformers(hf_model.to(device).eval(), tokenizer)
+
+
+def _op_record(op: Any) -> dict[str, Any]:
+    return {"op": type(op).__name__.lower(), **dataclasses.asdict(op)}
+
+
+def _diff_name(prefix: str, path: str) -> str:
+    # a/ and b/ headers make the diff apply with `patch -p1` and `git apply` from the
+    # directory the paths are relative to.
+    path = path.replace("\\", "/")
+    while path.startswith("./"):
+        path = path[2:]
+    return f"{prefix}/{path.lstrip('/')}"
 
 
 _COMMANDS.append(_add_edit)
@@ -295,6 +485,17 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
 _COMMANDS.append(_add_bench)
 
 
+def load_cases(path: str) -> list:
+    """The cases of a corpus file; an empty corpus is a usage error, not a 0-case report."""
+    from cad_outlines.corpus import load_corpus
+
+    cases = load_corpus(path)
+    if not cases:
+        raise UsageError(f"{path}: the corpus has no cases (expected JSONL lines of "
+                         '{"id", "doc", "gold"})')
+    return cases
+
+
 def _write_stdout(text: str) -> None:
     # Exact bytes: no locale encoding, no newline translation.
     sys.stdout.flush()
@@ -304,24 +505,42 @@ def _write_stdout(text: str) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level argument parser with every subcommand."""
+    from cad_outlines import __version__
+
     parser = argparse.ArgumentParser(
         prog="cad-outlines",
         description="Copy-as-Decode: LLM edits as programs of line copies and new text.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_commands(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``cad-outlines`` script."""
+    """Entry point of the ``cad-outlines`` script; returns the exit status."""
+    from cad_outlines.files import signals_raise
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    name = f"cad-outlines {args.command}"
     try:
-        return int(args.func(args) or 0)
-    except (UsageError, ValueError, OSError) as err:
-        print(f"cad-outlines {args.command}: error: {err}", file=sys.stderr)
-        return 2
+        with signals_raise():  # SIGTERM runs the clean-ups (temp files) and exits
+            return int(args.func(args) or 0)
+    except ModelOutputError as err:
+        print(f"{name}: {err}", file=sys.stderr)
+        return EXIT_MODEL
+    except (CaDError, OSError) as err:  # input the user can fix, or a file they named
+        print(f"{name}: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return 130
+    except Exception:  # a bug: show where, with a status no other case uses
+        traceback.print_exc()
+        print(f"{name}: internal error (exit status {EXIT_INTERNAL}); please report it with the "
+              "traceback above", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":  # pragma: no cover

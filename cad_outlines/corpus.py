@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from .errors import InputError
 from .files import read_text
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -31,7 +32,7 @@ class Case:
     meta: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
-class CorpusError(ValueError):
+class CorpusError(InputError):
     """A malformed corpus line.
 
     Attributes

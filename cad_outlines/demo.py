@@ -8,13 +8,13 @@ real; the program's *choice* is the oracle's, not the model's.
 
 from __future__ import annotations
 
-import difflib
 import json
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from .generator import CaDGenerator, CaDResult
+from .diffs import unified_diff
+from .generator import CaDGenerator, CaDResult, ProgressCallback
 from .oracle import oracle_program
 from .program import render
 
@@ -61,7 +61,8 @@ def load_example() -> dict[str, str]:
     return json.loads(data)
 
 
-def run_demo(model: Any, preset: str, example: dict[str, str] | None = None) -> DemoReport:
+def run_demo(model: Any, preset: str, example: dict[str, str] | None = None,
+             progress: ProgressCallback | None = None) -> DemoReport:
     """Run the bundled edit through CaD (oracle-forced) and full regeneration.
 
     Parameters
@@ -72,13 +73,14 @@ def run_demo(model: Any, preset: str, example: dict[str, str] | None = None) -> 
         Name shown in the report.
     example
         ``{"instruction", "doc", "gold"}``; the bundled one by default.
+    progress
+        Passed to both runs (see :meth:`CaDGenerator.run`).
     """
     example = example or load_example()
     doc, gold, instruction = example["doc"], example["gold"], example["instruction"]
     ops = oracle_program(doc, gold)
     generator = CaDGenerator(model, doc)
-    cad = generator.run(instruction, force_program=ops)
-    regeneration = generator.regenerate(instruction, target=gold)
-    diff = "".join(difflib.unified_diff(doc.splitlines(True), (cad.document or "").splitlines(True),
-                                        "before", "after"))
+    cad = generator.run(instruction, force_program=ops, progress=progress)
+    regeneration = generator.regenerate(instruction, target=gold, progress=progress)
+    diff = unified_diff(doc, cad.document or "", "a/example.py", "b/example.py")
     return DemoReport(preset, instruction, render(ops), diff, cad, regeneration, cad.document == gold)

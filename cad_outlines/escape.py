@@ -1,13 +1,17 @@
 """Reserved-literal escaping for gen text.
 
 A gen body may hold any text except the program's reserved literals. Every reserved
-literal starts with ``<`` and holds no other ``<``, so escaping replaces the ``<`` that
-opens an occurrence by the look-alike ``⟨`` (U+27E8). To keep the map injective, a
-``⟨`` already in the text is doubled first. Decoding reads left to right: ``⟨⟨`` gives
-``⟨``, a lone ``⟨`` gives ``<``.
+literal is ``"<" + tail`` with a tail that holds no ``<`` (``copy``, ``/copy>``, ``gen>``,
+``/gen>``, ``/program>``), so escaping replaces the ``<`` that opens an occurrence by the
+look-alike ``⟨`` (U+27E8). Only a ``⟨`` that stands right before a tail can be confused
+with an escape, so only such ``⟨`` are doubled; every other ``⟨`` -- the ``⟨x, y⟩`` of
+Lean code or the ``⟨ψ|φ⟩`` of physics notes -- is written as itself. Decoding looks at
+each run of ``⟨`` that stands right before a tail: an even run of ``2k`` gives ``k``
+``⟨``, an odd run of ``2k + 1`` gives ``k`` ``⟨`` and a ``<``. Any other ``⟨`` is text.
 
     encode("a </gen> b")  == "a ⟨/gen> b"
-    encode("⟨x")          == "⟨⟨x"
+    encode("⟨x, y⟩")      == "⟨x, y⟩"        (unchanged: a model may retype it verbatim)
+    encode("⟨/gen>")      == "⟨⟨/gen>"
     decode(encode(s))     == s   for every str s
 """
 
@@ -20,8 +24,21 @@ ESCAPE_CHAR = "\u27e8"  # ⟨ MATHEMATICAL LEFT ANGLE BRACKET
 #: Literals that may never appear inside a gen body (they would end or nest an op).
 RESERVED_LITERALS: tuple[str, ...] = ("<copy", "</copy>", "<gen>", "</gen>", "</program>")
 
-_RESERVED_RE = re.compile("|".join(re.escape(lit) for lit in RESERVED_LITERALS))
-_DECODE_RE = re.compile(ESCAPE_CHAR + "(" + ESCAPE_CHAR + ")?")
+_TAIL = "(?:" + "|".join(re.escape(lit[1:]) for lit in RESERVED_LITERALS) + ")"
+# A run of escape characters, then an optional "<", right before a tail. The engine
+# tries the earliest start first, so a run is always matched whole.
+_ENCODE_RE = re.compile(f"({ESCAPE_CHAR}*)(<?)(?={_TAIL})")
+_DECODE_RE = re.compile(f"({ESCAPE_CHAR}+)(?={_TAIL})")
+
+
+def _encode_run(match: re.Match) -> str:
+    run, opens = match.group(1), match.group(2)
+    return ESCAPE_CHAR * (2 * len(run)) + (ESCAPE_CHAR if opens else "")
+
+
+def _decode_run(match: re.Match) -> str:
+    pairs, odd = divmod(len(match.group(1)), 2)
+    return ESCAPE_CHAR * pairs + ("<" if odd else "")
 
 
 def encode(text: str) -> str:
@@ -35,11 +52,12 @@ def encode(text: str) -> str:
     Returns
     -------
     str
-        The escaped text; it contains none of :data:`RESERVED_LITERALS`.
+        The escaped text; it contains none of :data:`RESERVED_LITERALS`. It equals
+        ``text`` unless ``text`` holds a reserved literal or a ``⟨`` right before one's
+        tail.
     """
-    doubled = text.replace(ESCAPE_CHAR, ESCAPE_CHAR * 2)
-    # The doubling inserts no "<", so literal positions are those of the doubled text.
-    return _RESERVED_RE.sub(lambda m: ESCAPE_CHAR + m.group(0)[1:], doubled)
+    # An empty match (no run, no "<") before a tail changes nothing.
+    return _ENCODE_RE.sub(_encode_run, text)
 
 
 def decode(text: str) -> str:
@@ -55,9 +73,9 @@ def decode(text: str) -> str:
     str
         The original text.
     """
-    return _DECODE_RE.sub(lambda m: ESCAPE_CHAR if m.group(1) else "<", text)
+    return _DECODE_RE.sub(_decode_run, text)
 
 
 def needs_escape(text: str) -> bool:
     """Whether :func:`encode` would change ``text``."""
-    return ESCAPE_CHAR in text or _RESERVED_RE.search(text) is not None
+    return any(m.group(1) or m.group(2) for m in _ENCODE_RE.finditer(text))

@@ -7,15 +7,19 @@ half-written file behind (temp file in the same directory, ``fsync``, ``os.repla
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import tempfile
 from pathlib import Path
-from typing import Union
+from typing import Iterable, Iterator, Union
+
+from .errors import InputError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-class FileDecodeError(ValueError):
+class FileDecodeError(InputError):
     """A file that is not valid UTF-8.
 
     Attributes
@@ -61,8 +65,10 @@ def atomic_write(path: PathLike, text: str) -> None:
 
     The text goes to a temporary file in the same directory (so ``os.replace`` stays on
     one file system), is flushed and fsynced, then renamed over ``path``. If anything
-    fails, ``path`` keeps its old content and the temporary file is removed. The mode of
-    an existing file is kept.
+    fails or the write is interrupted (``KeyboardInterrupt``; ``SIGTERM`` too under
+    :func:`signals_raise`), ``path`` keeps its old content and the temporary file is
+    removed. The mode of an existing file is kept. A symbolic link is written through:
+    its target gets the new text and the link stays a link.
 
     Parameters
     ----------
@@ -71,11 +77,14 @@ def atomic_write(path: PathLike, text: str) -> None:
     text
         Text to write.
     """
-    path = Path(path)
+    # Resolve links first: renaming over the link itself would turn it into a regular
+    # file and leave its target unchanged.
+    path = Path(os.path.realpath(path))
     data = text.encode("utf-8")  # encode first: a bad str must not touch the disk
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    directory = path.parent
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -85,13 +94,39 @@ def atomic_write(path: PathLike, text: str) -> None:
         except FileNotFoundError:
             os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+        tmp = None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
     _fsync_dir(directory)
+
+
+@contextlib.contextmanager
+def signals_raise(signums: Iterable[int] = (signal.SIGTERM,)) -> Iterator[None]:
+    """Turn the given signals into ``KeyboardInterrupt`` while the block runs.
+
+    A process killed by ``SIGTERM``'s default action runs no ``finally`` clause, so an
+    interrupted :func:`atomic_write` would leave its temporary file behind. Inside this
+    block the signal raises instead, the clean-up runs, and the command exits. Only the
+    main thread can set handlers; elsewhere the block changes nothing.
+    """
+    def _raise(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = {}
+    try:
+        for signum in signums:
+            previous[signum] = signal.signal(signum, _raise)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _fsync_dir(directory: Path) -> None:

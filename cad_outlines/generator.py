@@ -21,11 +21,12 @@ cache alone (a drafted token reaches the grammar only once it is chosen).
 
 from __future__ import annotations
 
+import math
 import time
 from functools import cached_property
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Literal, Sequence
+from typing import Any, Callable, Iterator, Literal, Sequence
 
 import torch
 from outlines.generator import SteerableGenerator
@@ -35,18 +36,22 @@ from .adapters import Adapter, get_adapter
 from .constraint import (CompiledGrammar, ProgramConstraint, Unconstrained, compile_grammar,
                          tokenizer_setup_seconds)
 from .drafting import Drafter
+from .errors import InputError, ModelOutputError
 from .grammar import Granularity
 from .program import Copy, CopyTokens, Op
 from .resolver import resolve
 from .runner import Runner, TransformersRunner
 
 
+#: A progress display: called with the live stats (see :meth:`CaDGenerator.run`).
+ProgressCallback = Callable[["CaDStats"], None]
+
 #: The longest draft appended to one forward (``<program><copy lines="1-1234`` is 13
 #: Qwen tokens).
 MAX_DRAFT_TOKENS = 16
 
 
-class IncompleteProgramError(RuntimeError):
+class IncompleteProgramError(ModelOutputError, RuntimeError):
     """The token budget ran out before ``</program>``; ``.result`` holds the complete ops."""
 
     def __init__(self, result: "CaDResult"):
@@ -56,7 +61,7 @@ class IncompleteProgramError(RuntimeError):
             "no edited document was produced (raise max_new_tokens)")
 
 
-class ForcedProgramError(ValueError):
+class ForcedProgramError(InputError):
     """A forced program that the document's constraint rejects."""
 
 
@@ -257,7 +262,7 @@ class CaDGenerator(SteerableGenerator):
             raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        if temperature < 0 or not 0 < top_p <= 1:
+        if not (math.isfinite(temperature) and temperature >= 0) or not 0 < top_p <= 1:
             raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
         self.model = model
         self.hf_model = model.model
@@ -293,7 +298,8 @@ class CaDGenerator(SteerableGenerator):
         """Edit the document once per instruction (sequentially)."""
         return [self(instruction, **options) for instruction in instructions]
 
-    def run(self, instruction: str, *, force_program: str | Sequence[Op] | None = None) -> CaDResult:
+    def run(self, instruction: str, *, force_program: str | Sequence[Op] | None = None,
+            progress: ProgressCallback | None = None) -> CaDResult:
         """Run the decode loop and return the full :class:`CaDResult`.
 
         Parameters
@@ -303,13 +309,18 @@ class CaDGenerator(SteerableGenerator):
         force_program
             Drive the loop with this program (text or ops) instead of choosing tokens:
             teacher forcing through the real forward passes, for benchmarks and tests.
+        progress
+            Called with the live :class:`CaDStats` before the prompt prefill
+            (``forward_passes == 0``) and after each step of the loop; for progress
+            displays. It must not modify the stats.
         """
         holder: list[CaDResult] = []
-        for _ in self._decode(instruction, force_program, holder):
+        for _ in self._decode(instruction, force_program, holder, progress=progress):
             pass
         return holder[0]
 
-    def regenerate(self, instruction: str, *, target: str | None = None) -> CaDResult:
+    def regenerate(self, instruction: str, *, target: str | None = None,
+                   progress: ProgressCallback | None = None) -> CaDResult:
         """The baseline: the same decode loop with no constraint, one token per forward.
 
         Parameters
@@ -319,9 +330,11 @@ class CaDGenerator(SteerableGenerator):
         target
             Teacher-force this text (e.g. the gold document) instead of choosing tokens;
             ``result.document`` is then the regenerated text.
+        progress
+            As in :meth:`run`.
         """
         holder: list[CaDResult] = []
-        for _ in self._decode(instruction, target, holder, constrained=False):
+        for _ in self._decode(instruction, target, holder, constrained=False, progress=progress):
             pass
         return holder[0]
 
@@ -344,7 +357,8 @@ class CaDGenerator(SteerableGenerator):
     # -- the decode loop ------------------------------------------------------------
 
     def _decode(self, instruction: str, force_program: str | Sequence[Op] | None,
-                holder: list[CaDResult], *, constrained: bool = True) -> Iterator[Op]:
+                holder: list[CaDResult], *, constrained: bool = True,
+                progress: ProgressCallback | None = None) -> Iterator[Op]:
         start_time = time.perf_counter()
         stats = CaDStats(compile_seconds=self.compiled.compile_seconds,
                          tokenizer_setup_seconds=tokenizer_setup_seconds(self.model))
@@ -366,12 +380,16 @@ class CaDGenerator(SteerableGenerator):
         cache = self.runner.new_cache()
         draft = _Draft(self.runner, cache) if self.draft_tags and constrained else None
         proposal = self._propose(constraint, stats) if draft is not None else []
+        if progress is not None:
+            progress(stats)
         clock = time.perf_counter()
         logits = self._forward_drafted(prompt_ids, proposal, cache, draft)
         stats.prefill_seconds = time.perf_counter() - clock
         stats.forward_passes += 1
 
         while not constraint.done:
+            if progress is not None:
+                progress(stats)
             if stats.program_tokens >= self.max_new_tokens:
                 stats.stopped_early = True
                 break

@@ -12,61 +12,24 @@ the others reproduce the published shapes of the named checkpoints for benchmark
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from .errors import InputError
+from .presets import PRESETS, Preset  # noqa: F401  (re-exported: models.PRESETS)
+
 TOKENIZERS_ENV = "CAD_OUTLINES_TOKENIZERS"
-
-
-@dataclass(frozen=True)
-class Preset:
-    """A named architecture: transformers config class + shape + tokenizer family."""
-
-    name: str
-    arch: str  # "qwen2" or "llama"
-    tokenizer: str  # fixture folder / adapter family: "qwen", "deepseek-coder", "codellama"
-    config: dict[str, Any] = field(default_factory=dict)
-
-
-_TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32768)
-
-PRESETS: dict[str, Preset] = {p.name: p for p in [
-    Preset("tiny-qwen", "qwen2", "qwen", dict(_TINY, vocab_size=151936, tie_word_embeddings=True)),
-    Preset("tiny-deepseek-coder", "llama", "deepseek-coder", dict(_TINY, vocab_size=32256)),
-    Preset("tiny-codellama", "llama", "codellama", dict(_TINY, vocab_size=32016)),
-    # Published shapes (config.json of each checkpoint).
-    Preset("qwen2.5-0.5b", "qwen2", "qwen", dict(
-        hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-        num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True,
-        rope_theta=1e6, rms_norm_eps=1e-6, max_position_embeddings=32768)),
-    Preset("qwen2.5-1.5b", "qwen2", "qwen", dict(
-        hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
-        num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True,
-        rope_theta=1e6, rms_norm_eps=1e-6, max_position_embeddings=32768)),
-    Preset("qwen2.5-7b", "qwen2", "qwen", dict(
-        hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
-        num_key_value_heads=4, vocab_size=152064, tie_word_embeddings=False,
-        rope_theta=1e6, rms_norm_eps=1e-6, max_position_embeddings=32768)),
-    Preset("deepseek-coder-1.3b", "llama", "deepseek-coder", dict(
-        hidden_size=2048, intermediate_size=5504, num_hidden_layers=24, num_attention_heads=16,
-        num_key_value_heads=16, vocab_size=32256, rope_theta=1e5, rms_norm_eps=1e-6,
-        max_position_embeddings=16384)),
-    Preset("codellama-7b", "llama", "codellama", dict(
-        hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
-        num_key_value_heads=32, vocab_size=32016, rope_theta=1e6, rms_norm_eps=1e-5,
-        max_position_embeddings=16384)),
-]}
 
 
 def tokenizer_dir(family: str, root: str | os.PathLike | None = None) -> Path:
     """Locate the fixture tokenizer folder of ``family``.
 
     Search order: ``root``; the ``CAD_OUTLINES_TOKENIZERS`` environment variable; the
-    repository's ``tests/fixtures/tokenizers`` (present in a clone / editable install).
+    tokenizers shipped in the package (``cad_outlines/data/tokenizers``: Qwen2.5, so the
+    default ``tiny-qwen`` preset and ``cad-outlines demo`` work from a wheel); the
+    repository's ``tests/fixtures/tokenizers`` (a clone or editable install: all three).
 
     Raises
     ------
@@ -74,6 +37,7 @@ def tokenizer_dir(family: str, root: str | os.PathLike | None = None) -> Path:
         Naming every place searched.
     """
     candidates = [Path(p) for p in (root, os.environ.get(TOKENIZERS_ENV)) if p]
+    candidates.append(Path(__file__).resolve().parent / "data" / "tokenizers")
     candidates.append(Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "tokenizers")
     for base in candidates:
         if (base / family / "tokenizer.json").is_file():
@@ -84,6 +48,50 @@ def tokenizer_dir(family: str, root: str | os.PathLike | None = None) -> Path:
     raise FileNotFoundError(
         f"no tokenizer folder for {family!r} (searched: {searched}); pass a folder "
         f"or set {TOKENIZERS_ENV} to a directory holding {family}/tokenizer.json")
+
+
+#: Weight dtypes a preset or a loaded model may use, by name.
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16,
+                                  "float16": torch.float16}
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """``"float32"``/``"bfloat16"``/``"float16"`` (or a ``torch.dtype``) as a ``torch.dtype``.
+
+    Raises
+    ------
+    InputError
+        For any other name.
+    """
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPES:
+        raise InputError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+    return DTYPES[dtype]
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """Parse ``device`` and check that this machine has it.
+
+    Raises
+    ------
+    InputError
+        If the name is not a torch device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``)
+        or the device is not available here.
+    """
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise InputError(f"unknown device {device!r} (e.g. cpu, cuda, cuda:1, mps): {err}") from None
+    if parsed.type == "cuda":
+        if not torch.cuda.is_available():
+            raise InputError(f"device {device!r}: CUDA is not available on this machine")
+        if parsed.index is not None and parsed.index >= torch.cuda.device_count():
+            raise InputError(f"device {device!r}: this machine has {torch.cuda.device_count()} "
+                             "CUDA device(s)")
+    elif parsed.type == "mps" and not torch.backends.mps.is_available():
+        raise InputError(f"device {device!r}: MPS is not available on this machine")
+    return parsed
 
 
 def build(name: str, *, seed: int = 0, dtype: str | torch.dtype = "float32",
@@ -109,8 +117,10 @@ def build(name: str, *, seed: int = 0, dtype: str | torch.dtype = "float32",
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+        raise InputError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
     preset = PRESETS[name]
+    torch_dtype = resolve_dtype(dtype)
+    device = resolve_device(device)
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir(preset.tokenizer, tokenizer_root)))
     config_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM),
                              "llama": (LlamaConfig, LlamaForCausalLM)}[preset.arch]
@@ -119,7 +129,6 @@ def build(name: str, *, seed: int = 0, dtype: str | torch.dtype = "float32",
     kwargs["vocab_size"] = max(kwargs["vocab_size"], len(tokenizer))
     config = config_cls(**kwargs)
     config._attn_implementation = attn_implementation
-    torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     torch.manual_seed(seed)
     previous = torch.get_default_dtype()
     try:

@@ -18,6 +18,7 @@ from typing import Sequence, Union
 import lark
 
 from . import escape
+from .errors import InputError
 from .grammar import Granularity, load_grammar
 
 PROGRAM_OPEN = "<program>"
@@ -54,7 +55,7 @@ class Gen:
 Op = Union[Copy, CopyTokens, Gen]
 
 
-class ProgramParseError(ValueError):
+class ProgramParseError(InputError):
     """Program text that does not parse.
 
     Attributes

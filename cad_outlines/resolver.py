@@ -52,11 +52,12 @@ import warnings
 from typing import Literal, Optional, Sequence
 
 from .program import Copy, CopyTokens, Gen, Op
+from .errors import InputError
 
 Mode = Literal["strict", "clipped"]
 
 
-class ResolveError(ValueError):
+class ResolveError(InputError):
     """An op that cannot be resolved against the document.
 
     Attributes

@@ -140,8 +140,12 @@ def test_load_tokenizer_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="tokenizer folder not found"):
         load_tokenizer(tmp_path / "absent")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(AdapterError, match="cannot load a tokenizer from"):
+    with pytest.raises(AdapterError, match="no tokenizer.json in this folder"):
         load_tokenizer(tmp_path / "empty")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "tokenizer.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(AdapterError, match="cannot load a tokenizer from"):
+        load_tokenizer(tmp_path / "broken")
 
 
 # -- derived ids ---------------------------------------------------------------------------

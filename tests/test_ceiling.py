@@ -179,7 +179,9 @@ def test_adapter_is_preferred_when_available(monkeypatch):
 
 
 def test_missing_tokenizer_folder():
-    with pytest.raises(ValueError, match="not found"):
+    # The adapters' offline loader: a missing folder is a FileNotFoundError (an OSError,
+    # exit 2 on the command line), as for any other missing input file.
+    with pytest.raises(FileNotFoundError, match="not found"):
         load_tokenization(TOKENIZERS / "nope")
 
 

@@ -1,6 +1,39 @@
-"""demo and edit subcommands with random-weight presets."""
+"""demo and edit subcommands with random-weight presets (forced programs: the loop is real,
+the program's choice is the test's)."""
 
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from cad_outlines import models
 from cad_outlines.cli import main
+from conftest import tiny_model
+
+PATCH = shutil.which("patch")
+
+
+@pytest.fixture(autouse=True)
+def shared_model(monkeypatch):
+    # One tiny model per session instead of one build per command (built before the
+    # patch: tiny_model itself calls models.load).
+    for name in ("tiny-qwen", "tiny-codellama"):
+        tiny_model(name)
+    monkeypatch.setattr(models, "load", lambda name, **kw: tiny_model(name))
+
+
+def edit(*argv):
+    return main(["edit", *map(str, argv), "--preset", "tiny-qwen"])
+
+
+def program(tmp_path, text):
+    path = tmp_path / f"p{len(list(tmp_path.glob('*.prog')))}.prog"
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def test_demo_runs_and_matches(capsys):
@@ -10,24 +43,79 @@ def test_demo_runs_and_matches(capsys):
     assert "copied (spliced) tokens" in out and "speed-up over regeneration" in out
 
 
-def test_edit_writes_atomically_or_refuses(tmp_path, capsys):
+def test_unfinished_program_exits_1_and_writes_nothing(tmp_path, capsys):
     src = tmp_path / "a.py"
     src.write_text("x = 1\r\ny = 2\r\n", encoding="utf-8", newline="")
     out = tmp_path / "b.py"
-    # A tiny budget cannot finish a program: nothing is written, the error says why.
-    assert main(["edit", str(src), "--instruction", "swap", "--preset", "tiny-qwen",
-                 "--max-new-tokens", "2", "-o", str(out)]) == 2
+    assert edit(src, "--instruction", "swap", "--max-new-tokens", "2", "-o", out) == 1
     assert not out.exists()
     assert "max-new-tokens" in capsys.readouterr().err
-    prog = tmp_path / "p.prog"
-    prog.write_text('<program><copy lines="2-2"/><copy lines="1-1"/><copy lines="3-3"/></program>')
-    assert main(["edit", str(src), "--instruction", "swap", "--preset", "tiny-qwen",
-                 "--force-program", str(prog), "-o", str(out)]) == 0
-    assert out.read_bytes() == b"y = 2\r\nx = 1\r\n"
+
+
+@pytest.mark.skipif(PATCH is None, reason="GNU patch is not installed")
+def test_edit_diff_applies_with_patch_on_several_files(tmp_path, capsys, monkeypatch):
+    files = {"nofinal.py": b"a = 1\nb = 2\nc = 3", "crlf.py": b"a = 1\r\nb = 2\r\nc = 3\r\n",
+             "sub/final.py": b"a = 1\nb = 2\nc = 3\n"}
+    for name, data in files.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(data)
+    prog = program(tmp_path, '<program><copy lines="2-2"/><gen>\nc = 4\n</gen><copy lines="1-1"/></program>')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.stdin", io.StringIO("change c\n"))  # --instruction -
+    assert edit(*files, "--instruction", "-", "--force-program", prog, "-v") == 0
     captured = capsys.readouterr()
-    assert "+y = 2" in captured.out and "-y = 2" in captured.out and "copied tokens" in captured.err
+    assert captured.err.count("lines kept") == 3 and "copied tokens" in captured.err
+    (tmp_path / "edit.patch").write_text(captured.out, encoding="utf-8", newline="")
+    before = {name: (tmp_path / name).read_bytes() for name in files}
+    done = subprocess.run([PATCH, "-p1", "--batch", "--fuzz=0", "-i", "edit.patch"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    from cad_outlines.program import parse
+    from cad_outlines.resolver import resolve
+
+    from cad_outlines.diffs import line_summary
+
+    for name in files:
+        expected = resolve(parse(prog.read_text(encoding="utf-8")), before[name].decode())
+        assert (tmp_path / name).read_bytes() == expected.encode()
+        counts = line_summary(before[name].decode(), expected)
+        assert (f"{name}: {counts['kept']} lines kept, {counts['added']} added, "
+                f"{counts['removed']} removed") in captured.err
+    # the CR of each copied CRLF line survives, byte for byte, through diff and patch
+    assert (tmp_path / "crlf.py").read_bytes() == b"b = 2\r\nc = 4\na = 1\r"
+
+
+def test_in_place_through_symlink_and_json(tmp_path, capsys):
+    target = tmp_path / "real.py"
+    target.write_text("x = 1\ny = 2\n", encoding="utf-8")
+    link = tmp_path / "link.py"
+    link.symlink_to(target)
+    prog = program(tmp_path, '<program><copy lines="2-2"/><copy lines="1-1"/><copy lines="3-3"/></program>')
+    assert edit(link, "--instruction", "swap", "--force-program", prog, "--in-place", "--json", "-q") == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""  # -q: nothing but errors
+    [record] = json.loads(captured.out)
+    assert record["document"] == "y = 2\nx = 1\n" and record["written"] == str(link)
+    assert record["ops"][0] == {"op": "copy", "start": 2, "end": 2} and record["complete"]
+    assert record["summary"] == {"kept": 1, "added": 1, "removed": 1}
+    assert record["stats"]["copied_tokens"] > 0
+    assert link.is_symlink() and target.read_text(encoding="utf-8") == "y = 2\nx = 1\n"
+
+
+def test_near_total_deletion_needs_its_flag(tmp_path, capsys):
+    src = tmp_path / "a.py"
+    src.write_text("".join(f"line {k}\n" for k in range(10)), encoding="utf-8")
+    before = src.read_bytes()
+    empty = program(tmp_path, "<program></program>")
+    assert edit(src, "--instruction", "x", "--force-program", empty, "--in-place") == 1
+    assert src.read_bytes() == before and "--allow-deletion" in capsys.readouterr().err
+    most = program(tmp_path, '<program><copy lines="1-3"/></program>')  # keeps 3 of 10
+    assert edit(src, "--instruction", "x", "--force-program", most, "--in-place") == 1
+    assert src.read_bytes() == before
+    assert edit(src, "--instruction", "x", "--force-program", empty, "--in-place", "--allow-deletion") == 0
+    assert src.read_bytes() == b""
 
 
 def test_edit_missing_file_is_a_clear_error(tmp_path, capsys):
-    assert main(["edit", str(tmp_path / "nope.py"), "--instruction", "x", "--preset", "tiny-qwen"]) == 2
+    assert edit(tmp_path / "nope.py", "--instruction", "x") == 2
     assert "nope.py" in capsys.readouterr().err

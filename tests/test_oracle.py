@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import unicodedata
 from functools import lru_cache
 from pathlib import Path
@@ -61,6 +62,53 @@ def test_line_oracle_shapes():
     assert oracle_program("a\nb", "a\n\nb") == [Copy(1, 1), Gen("\n\n"), Copy(2, 2)]
     assert oracle_program("x", "") == [Gen("\n\n")]
     assert resolve(oracle_program("", ""), "") == ""
+
+
+class _BoundedMatcher(difflib.SequenceMatcher):
+    """SequenceMatcher that counts the (doc line, gold position) pairs its
+    ``find_longest_match`` scans and fails once they pass ``LIMIT``.
+
+    The scan visits, for each doc line of the region, every gold position of that line:
+    quadratic on repeated lines. Failing at the count (computed in linear time) keeps
+    the test fast even where the oracle would take minutes.
+    """
+
+    LIMIT = 2_000_000
+    work = 0
+
+    def find_longest_match(self, alo=0, ahi=None, blo=0, bhi=None):
+        ahi = len(self.a) if ahi is None else ahi
+        bhi = len(self.b) if bhi is None else bhi
+        _BoundedMatcher.work += sum(len(self.b2j.get(self.a[i], ())) for i in range(alo, ahi))
+        assert _BoundedMatcher.work <= self.LIMIT, "quadratic matching on repeated lines"
+        return super().find_longest_match(alo, ahi, blo, bhi)
+
+
+REPETITIVE = {
+    "identical": ("x\n" * 10000, "x\n" * 10000),
+    "every 100th line changed": ("x\n" * 10000, "".join("y\n" if k % 100 == 50 else "x\n"
+                                                        for k in range(10000))),
+    "alternating": ("x\ny\n" * 5000, "x\nz\n" * 5000),
+    "tail replaced": ("x\n" * 10000, "x\n" * 9000 + "y\n" * 1000),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPETITIVE))
+def test_line_oracle_is_not_quadratic_on_repeated_lines(monkeypatch, name):
+    doc, gold = REPETITIVE[name]
+    _BoundedMatcher.work = 0
+    monkeypatch.setattr(difflib, "SequenceMatcher", _BoundedMatcher)
+    ops = oracle_program(doc, gold)
+    check_line_program(ops, doc, gold)
+    # Still the best program on these: every gold line that can be copied is copied.
+    gen_lines = sum(op.text.count("\n") - 1 for op in ops if isinstance(op, Gen))
+    changed = {"identical": 0, "every 100th line changed": 100, "alternating": 5000,
+               "tail replaced": 1000}[name]
+    assert gen_lines == changed
+
+
+def test_line_oracle_identical_repeated_lines_is_one_copy():
+    assert oracle_program("x\n" * 10000, "x\n" * 10000) == [Copy(1, 10001)]
 
 
 # Lines built to stress the resolver: CR endings, reserved literals and their escape

@@ -4,12 +4,15 @@ the README's set-up commands are the ones CI runs."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).parents[1]
 SOURCES = ["pyproject.toml", "README.md", "cad_outlines", "adapters", "grammars"]
@@ -50,7 +53,8 @@ def test_wheel_contents(tmp_path):
     assert "__init__.py" in adapters
     for name in adapters:
         assert f"cad_outlines/adapters/{name}" in names
-    for module in ["resolver", "oracle", "ceiling", "corpus", "files", "cli"]:
+    for module in ["resolver", "oracle", "ceiling", "corpus", "files", "cli", "errors", "diffs", "progress",
+                   "presets", "__main__"]:
         assert f"cad_outlines/{module}.py" in names
     [entry_points] = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     assert "cad-outlines = cad_outlines.cli:main" in build_entry_points(tmp_path, entry_points)
@@ -82,3 +86,53 @@ def test_ci_script_runs_readme_command_b():
         ["bash", "-c", 'source <(sed -n "/^# --- extract/,/^# --- end/p" .ci/run); readme_command_b'],
         cwd=ROOT, check=True, capture_output=True, text=True)
     assert extract.stdout.strip() == SETUP_B
+
+
+def test_wheel_ships_typing_marker_and_the_demo_tokenizer(tmp_path):
+    names = set(build_wheel(tmp_path).namelist())
+    assert "cad_outlines/py.typed" in names
+    for name in ["tokenizer.json", "tokenizer_config.json", "LICENSE", "README.md"]:
+        assert f"cad_outlines/data/tokenizers/qwen/{name}" in names
+    [metadata] = [n for n in names if n.endswith(".dist-info/METADATA")]
+    text = build_wheel_metadata(tmp_path, metadata)
+    assert "Classifier: Typing :: Typed" in text and "Project-URL: Outlines" in text
+    requires = [line for line in text.splitlines() if line.startswith("Requires-Dist:")]
+    # interegular is only used by the tests
+    assert any("interegular" in r and "extra == \"test\"" in r for r in requires)
+    assert not any("interegular" in r and "extra" not in r for r in requires)
+    # transformers 5.24 is the first release whose forward takes cache=
+    assert any(r.startswith("Requires-Dist: transformers<6,>=5.24") or
+               r.startswith("Requires-Dist: transformers>=5.24") for r in requires), requires
+    assert "Requires-Python: >=3.11" in text
+
+
+def build_wheel_metadata(tmp_path: Path, member: str) -> str:
+    [wheel] = (tmp_path / "wheel").glob("*.whl")
+    return zipfile.ZipFile(wheel).read(member).decode()
+
+
+@pytest.mark.slow
+def test_demo_runs_from_an_installed_wheel(tmp_path):
+    # pip install the wheel into a fresh venv (dependencies from this environment) and
+    # run the demo from a folder outside the checkout: it must need nothing from the repo.
+    build_wheel(tmp_path)
+    [wheel] = (tmp_path / "wheel").glob("*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+                   check=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CAD_OUTLINES_TOKENIZERS")}
+    env["OMP_NUM_THREADS"] = "1"
+    where = subprocess.run([str(python), "-c", "import cad_outlines; print(cad_outlines.__file__)"],
+                           cwd=elsewhere, env=env, check=True, capture_output=True, text=True)
+    assert Path(where.stdout.strip()).is_relative_to(venv), where.stdout  # the wheel, not the checkout
+    demo = subprocess.run([str(venv / "bin" / "cad-outlines"), "demo", "-q"], cwd=elsewhere, env=env,
+                          capture_output=True, text=True)
+    assert demo.returncode == 0, demo.stderr[-3000:]
+    assert "edited document equals the expected one: True" in demo.stdout
+    version = subprocess.run([str(venv / "bin" / "cad-outlines"), "--version"], cwd=elsewhere, env=env,
+                             capture_output=True, text=True, check=True)
+    assert version.stdout.strip() == "cad-outlines 0.1.0"

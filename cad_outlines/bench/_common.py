@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..errors import InputError, MissingDependencyError
+
 _PACKAGES = ("torch", "transformers", "outlines", "outlines_core", "llguidance", "tokenizers",
              "numpy", "matplotlib")
 
@@ -57,7 +59,7 @@ def torch_threads(threads: int | None) -> Iterator[None]:
     import torch
 
     if threads is not None and threads < 1:
-        raise ValueError(f"threads must be >= 1, got {threads}")
+        raise InputError(f"threads must be >= 1, got {threads}")
     previous = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
@@ -93,8 +95,17 @@ def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 100) -> None:
 
 
 def pyplot() -> Any:
-    """matplotlib's pyplot on the Agg backend (no display needed)."""
-    import matplotlib
+    """matplotlib's pyplot on the Agg backend (no display needed).
+
+    Raises
+    ------
+    MissingDependencyError
+        If matplotlib is not installed (it comes with the ``bench`` extra).
+    """
+    try:
+        import matplotlib
+    except ImportError:
+        raise MissingDependencyError("plots need matplotlib: pip install 'cad-outlines[bench]'") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -45,6 +45,8 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Optional, Sequence
 
+from ..errors import InputError
+
 __all__ = [
     "Bounds", "FixedCosts", "Kernel", "KernelCurve", "bnd_exact", "bnd_fixed", "bnd_m8",
     "bnd_mean", "bnd_policy", "compute_bounds", "load_kernel", "m_star", "m_star_exact",
@@ -281,7 +283,7 @@ class Kernel:
 def kernel_from_dict(data: dict[str, Any], where: str = "<kernel>") -> Kernel:
     """Parse a kernel record; errors name ``where`` and the missing or bad field."""
     if data.get("kind") != KERNEL_KIND:
-        raise ValueError(f"{where}: not a kernel file (expected kind {KERNEL_KIND!r}, "
+        raise InputError(f"{where}: not a kernel file (expected kind {KERNEL_KIND!r}, "
                          f"got {data.get('kind')!r})")
     try:
         n = tuple(int(v) for v in data["n"])
@@ -289,9 +291,9 @@ def kernel_from_dict(data: dict[str, Any], where: str = "<kernel>") -> Kernel:
         full = KernelCurve(n, tuple(float(v) for v in data["s_full"]))
         costs = FixedCosts(**{f: float(data["costs"][f]) for f in FixedCosts.__dataclass_fields__})
     except KeyError as err:
-        raise ValueError(f"{where}: missing field {err.args[0]!r}") from None
+        raise InputError(f"{where}: missing field {err.args[0]!r}") from None
     except (TypeError, ValueError) as err:
-        raise ValueError(f"{where}: {err}") from None
+        raise InputError(f"{where}: {err}") from None
     return Kernel(keep1, full, costs, {k: v for k, v in data.items()
                                        if k not in ("n", "s_keep1", "s_full", "costs")})
 
@@ -304,9 +306,9 @@ def load_kernel(path: str | os.PathLike) -> Kernel:
     try:
         data = json.loads(read_text(path))
     except json.JSONDecodeError as err:
-        raise ValueError(f"{where}: bad JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
+        raise InputError(f"{where}: bad JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{where}: expected a JSON object")
+        raise InputError(f"{where}: expected a JSON object")
     return kernel_from_dict(data, where)
 
 

@@ -11,9 +11,9 @@ the parser is cheap.
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from typing import Any, Callable
 
-from cad_outlines.cli import UsageError
+from cad_outlines.cli import UsageError, load_cases
 
 _BENCH_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
 
@@ -122,6 +122,18 @@ def _emit(args: argparse.Namespace, report: dict, table: str) -> None:
     print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else table)
 
 
+def _plot(args: argparse.Namespace, plot: Callable[..., None], *plot_args: Any, **kwargs: Any) -> None:
+    """Draw ``--plot`` last, after the JSON is written, so a missing matplotlib loses nothing."""
+    from cad_outlines.errors import MissingDependencyError
+
+    if not args.plot:
+        return
+    try:
+        plot(*plot_args, args.plot, **kwargs)
+    except MissingDependencyError as err:
+        raise UsageError(f"--plot: {err} (the JSON and the table were still written)") from None
+
+
 def _add_bench_bounds(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser(
         "bounds",
@@ -153,10 +165,9 @@ def _run_bench_bounds(args: argparse.Namespace) -> int:
     from cad_outlines.bench._common import write_json
     from cad_outlines.bench.bounds import ceiling_with_bounds, format_bounds, load_kernel
     from cad_outlines.ceiling import format_table, load_tokenization
-    from cad_outlines.corpus import load_corpus
 
     kernel = load_kernel(args.kernel)  # before the corpus work: fail early
-    cases = load_corpus(args.corpus)
+    cases = load_cases(args.corpus)
     tokenization = load_tokenization(args.tokenizer,
                                      special_as_text=args.special_tokens == "text")
     stats, bounds = ceiling_with_bounds(cases, tokenization, kernel, granularity=args.granularity,
@@ -198,9 +209,8 @@ def _run_bench_kernel(args: argparse.Namespace) -> int:
     cfg = KernelConfig(args.preset, device=args.device, dtype=args.dtype, prefix=args.prefix,
                        trials=args.trials, max_n=args.max_n, seed=args.seed, threads=args.threads)
     record = run_kernel(cfg, progress=True)
-    if args.plot:
-        plot_kernel(record, args.plot)
     _emit(args, record, format_kernel(record))
+    _plot(args, plot_kernel, record)
     return 0
 
 
@@ -241,17 +251,15 @@ def _run_bench_e2e(args: argparse.Namespace) -> int:
     import os
 
     from cad_outlines.bench.e2e import E2EConfig, format_e2e, plot_e2e, run_e2e
-    from cad_outlines.corpus import load_corpus
 
     cfg = E2EConfig(args.preset, device=args.device, dtype=args.dtype, seed=args.seed,
                     threads=args.threads, limit=args.limit, order=args.order,
                     kernel_trials=args.kernel_trials, kernel_max_n=args.kernel_max_n,
                     kernel_prefix=args.kernel_prefix)
-    report = run_e2e(load_corpus(args.corpus), cfg, progress=True)
+    report = run_e2e(load_cases(args.corpus), cfg, progress=True)
     name = os.path.splitext(os.path.basename(args.corpus))[0]
-    if args.plot:
-        plot_e2e(report, args.plot, title=f"{name}: {args.preset} e2e (random weights)")
     _emit(args, report, format_e2e(report, name))
+    _plot(args, plot_e2e, report, title=f"{name}: {args.preset} e2e (random weights)")
     return 0 if not report["failures"] else 1
 
 
@@ -280,9 +288,8 @@ def _run_bench_formats(args: argparse.Namespace) -> int:
 
     from cad_outlines.bench.formats import format_formats, run_formats
     from cad_outlines.ceiling import load_tokenization
-    from cad_outlines.corpus import load_corpus
 
-    report = run_formats(load_corpus(args.corpus), load_tokenization(args.tokenizer),
+    report = run_formats(load_cases(args.corpus), load_tokenization(args.tokenizer),
                          limit=args.limit, min_span=args.min_span, progress=True)
     report["seed"] = args.seed  # no randomness; recorded for uniformity
     report["tokenizer"], report["limit"] = args.tokenizer, args.limit
@@ -323,16 +330,14 @@ def _run_bench_perturb(args: argparse.Namespace) -> int:
     import os
 
     from cad_outlines.bench.perturb import format_perturb, plot_perturb, run_perturb
-    from cad_outlines.corpus import load_corpus
 
     eps = _eps_list(args.eps)
     name = os.path.splitext(os.path.basename(args.corpus))[0]
-    report = run_perturb(load_corpus(args.corpus), eps, trials=args.trials, seed=args.seed,
+    report = run_perturb(load_cases(args.corpus), eps, trials=args.trials, seed=args.seed,
                          limit=args.limit, progress=True)
-    if args.plot:
-        plot_perturb(report, args.plot, title=f"{name}: copy-index perturbation "
-                                              f"({report['n']} cases x {args.trials} trials)")
     _emit(args, report, format_perturb(report, name))
+    _plot(args, plot_perturb, report, title=f"{name}: copy-index perturbation "
+                                            f"({report['n']} cases x {args.trials} trials)")
     return 0
 
 
@@ -365,14 +370,13 @@ def _run_bench_all(args: argparse.Namespace) -> int:
 
     from cad_outlines.bench.e2e import E2EConfig
     from cad_outlines.bench.suite import format_suite, run_suite
-    from cad_outlines.corpus import load_corpus
 
     eps = _eps_list(args.eps)
     cfg = E2EConfig(args.preset, device=args.device, dtype=args.dtype, seed=args.seed,
                     threads=args.threads, limit=args.limit, order=args.order,
                     kernel_trials=args.kernel_trials, kernel_max_n=args.kernel_max_n)
     name = os.path.splitext(os.path.basename(args.corpus))[0]
-    report = run_suite(load_corpus(args.corpus), cfg, args.out_dir, name=name, eps=eps,
+    report = run_suite(load_cases(args.corpus), cfg, args.out_dir, name=name, eps=eps,
                        perturb_trials=args.trials, progress=True)
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
@@ -419,7 +423,6 @@ def _add_bench_constraint(bench: argparse._SubParsersAction) -> None:
 
 def _run_bench_constraint(args: argparse.Namespace) -> int:
     from cad_outlines.bench.constraint import ConstraintConfig, format_constraint, run_constraint
-    from cad_outlines.corpus import load_corpus
 
     overrides: dict = {"index_timeout_s": args.index_timeout, "memory_limit_gib": args.memory_limit}
     if args.case is not None:
@@ -434,7 +437,7 @@ def _run_bench_constraint(args: argparse.Namespace) -> int:
     if args.repeats is not None:
         overrides["repeats"] = args.repeats
     cfg = ConstraintConfig.tiny(**overrides) if args.tiny else ConstraintConfig(**overrides)
-    report = run_constraint(load_corpus(args.corpus), cfg, progress=True)
+    report = run_constraint(load_cases(args.corpus), cfg, progress=True)
     _emit(args, report, format_constraint(report))
     return 0 if not any("stopped" in rec for rec in report["tokenizers"].values()) else 1
 

@@ -50,6 +50,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from ..errors import InputError
 from . import _common
 
 __all__ = ["ConstraintConfig", "FAMILIES", "format_constraint", "forced_ids", "run_constraint"]
@@ -76,13 +77,13 @@ class ConstraintConfig:
     def __post_init__(self) -> None:
         unknown = [t for t in self.tokenizers if t not in FAMILIES]
         if unknown or not self.tokenizers:
-            raise ValueError(f"tokenizers must be among {', '.join(FAMILIES)}, got {list(self.tokenizers)}")
+            raise InputError(f"tokenizers must be among {', '.join(FAMILIES)}, got {list(self.tokenizers)}")
         if not self.sizes or min(self.sizes) < 1:
-            raise ValueError(f"sizes must be >= 1, got {list(self.sizes)}")
+            raise InputError(f"sizes must be >= 1, got {list(self.sizes)}")
         if self.repeats < 1:
-            raise ValueError(f"repeats must be >= 1, got {self.repeats}")
+            raise InputError(f"repeats must be >= 1, got {self.repeats}")
         if self.index_timeout_s <= 0 or self.memory_limit_gib <= 0:
-            raise ValueError("index_timeout_s and memory_limit_gib must be > 0")
+            raise InputError("index_timeout_s and memory_limit_gib must be > 0")
 
     @classmethod
     def tiny(cls, **overrides: Any) -> "ConstraintConfig":
@@ -120,11 +121,11 @@ def run_constraint(cases: Sequence[Any], cfg: ConstraintConfig, progress: bool =
 
     by_id = {case.id: case for case in cases}
     if cfg.case not in by_id:
-        raise ValueError(f"case {cfg.case!r} is not in the corpus ({len(cases)} cases)")
+        raise InputError(f"case {cfg.case!r} is not in the corpus ({len(cases)} cases)")
     case = by_id[cfg.case]
     doc_lines = len(case.doc.splitlines())
     if doc_lines > min(cfg.sizes):
-        raise ValueError(f"case {cfg.case!r} has {doc_lines} lines: its program does not fit a "
+        raise InputError(f"case {cfg.case!r} has {doc_lines} lines: its program does not fit a "
                          f"{min(cfg.sizes)}-line document (use sizes >= {doc_lines})")
     ops = oracle_program(case.doc, case.gold)
     text = render(ops)

@@ -44,6 +44,7 @@ from outlines.processors.base_logits_processor import OutlinesLogitsProcessor
 
 from ..ceiling import case_ceiling
 from ..corpus import Case
+from ..errors import InputError
 from ..generator import CaDGenerator
 from ..grammar import load_grammar, specialize
 from ..oracle import oracle_program
@@ -78,9 +79,9 @@ class E2EConfig:
 
     def __post_init__(self) -> None:
         if self.order not in ("file", "size"):
-            raise ValueError(f"order must be 'file' or 'size', got {self.order!r}")
+            raise InputError(f"order must be 'file' or 'size', got {self.order!r}")
         if self.limit is not None and self.limit < 1:
-            raise ValueError(f"limit must be >= 1, got {self.limit}")
+            raise InputError(f"limit must be >= 1, got {self.limit}")
 
 
 def select_cases(cases: Sequence[Case], order: str = "file", limit: Optional[int] = None) -> list[Case]:
@@ -90,7 +91,7 @@ def select_cases(cases: Sequence[Case], order: str = "file", limit: Optional[int
     if order == "size":
         chosen.sort(key=lambda c: (len(c.doc) + len(c.gold), c.id))
     elif order != "file":
-        raise ValueError(f"order must be 'file' or 'size', got {order!r}")
+        raise InputError(f"order must be 'file' or 'size', got {order!r}")
     return chosen[:limit] if limit is not None else chosen
 
 
@@ -286,7 +287,7 @@ def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
     """
     chosen = select_cases(cases, cfg.order, cfg.limit)
     if not chosen:
-        raise ValueError("no cases to run")
+        raise InputError("no cases to run (empty corpus, or --limit selects none)")
     with _common.torch_threads(cfg.threads):
         if model is None:
             model = build_model(cfg)

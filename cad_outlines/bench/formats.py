@@ -48,7 +48,9 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from ..ceiling import DEFAULT_MIN_SPAN, oracle_for
+from .. import diffs
 from ..corpus import Case
+from ..errors import InputError
 from ..program import parse, render
 from ..resolver import resolve, split_lines
 from . import _common
@@ -152,18 +154,9 @@ def _grow_until_unique(lines: list[str], block: SearchReplace, place: int) -> Se
     return SearchReplace(search, replace, block.at - before)
 
 
-def _keepends(text: str) -> list[str]:
-    # str.splitlines would also split at \r, U+2028, ...; the corpora split at \n only.
-    parts = text.split("\n")
-    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
-
-
 def unified_diff(doc: str, gold: str, context: int = 3) -> str:
-    """``difflib.unified_diff`` text, with ``\\ No newline at end of file`` where needed."""
-    out = []
-    for line in difflib.unified_diff(_keepends(doc), _keepends(gold), "a/file", "b/file", n=context):
-        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
-    return "".join(out)
+    """The project's unified diff (:func:`cad_outlines.diffs.unified_diff`) of one case."""
+    return diffs.unified_diff(doc, gold, "a/file", "b/file", context)
 
 
 def patch_program() -> str:
@@ -233,8 +226,8 @@ def run_formats(cases: Sequence[Case], tokenization: Any, *, limit: Optional[int
     for case in _common.progress(chosen, desc="formats", unit="case", disable=not progress):
         try:
             results.append(case_formats(case, tokenization, min_span))
-        except ValueError as err:
-            raise ValueError(f"case {case.id!r}: {err}") from err
+        except InputError as err:
+            raise InputError(f"case {case.id!r}: {err}") from err
     summary = {}
     for name in FORMATS:
         tokens = [r[name]["tokens"] for r in results]

@@ -36,6 +36,7 @@ from typing import Any, Optional
 import torch
 
 from .. import program
+from ..errors import InputError
 from ..generator import CaDGenerator
 from ..program import COPY_TAG_RE
 from . import _common
@@ -67,7 +68,7 @@ class KernelConfig:
 
     def __post_init__(self) -> None:
         if self.prefix < 1 or self.trials < 1 or self.max_n < 1 or self.forced_tokens < 1:
-            raise ValueError("prefix, trials, max_n and forced_tokens must be >= 1, got "
+            raise InputError("prefix, trials, max_n and forced_tokens must be >= 1, got "
                              f"{self.prefix}, {self.trials}, {self.max_n}, {self.forced_tokens}")
 
 

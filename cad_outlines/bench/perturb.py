@@ -20,6 +20,7 @@ import warnings
 from typing import Any, Optional, Sequence
 
 from ..corpus import Case
+from ..errors import InputError
 from ..oracle import oracle_program
 from ..program import Copy, Op
 from ..resolver import ResolveWarning, resolve
@@ -34,7 +35,7 @@ def perturb_ops(ops: Sequence[Op], n_lines: int, eps: int, rng: random.Random) -
     Returns the new ops and whether every draw was 0.
     """
     if eps < 0:
-        raise ValueError(f"eps must be >= 0, got {eps}")
+        raise InputError(f"eps must be >= 0, got {eps}")
     out: list[Op] = []
     unmoved = True
     for op in ops:
@@ -50,9 +51,9 @@ def run_perturb(cases: Sequence[Case], eps_values: Sequence[int], *, trials: int
                 limit: Optional[int] = None, progress: bool = True) -> dict[str, Any]:
     """Exact-match rate per ``eps`` over ``cases`` x ``trials``."""
     if trials < 1:
-        raise ValueError(f"trials must be >= 1, got {trials}")
+        raise InputError(f"trials must be >= 1, got {trials}")
     if not eps_values or min(eps_values) < 0:
-        raise ValueError(f"eps values must be >= 0, got {list(eps_values)}")
+        raise InputError(f"eps values must be >= 0, got {list(eps_values)}")
     chosen = list(cases)[:limit] if limit is not None else list(cases)
     programs = [(case, oracle_program(case.doc, case.gold)) for case in chosen]
     rows = []

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..corpus import Case
+from ..errors import InputError
 from ..files import atomic_write
 from . import _common
 from .bounds import ceiling_with_bounds, format_bounds, kernel_from_dict
@@ -66,7 +67,7 @@ def run_suite(cases: Sequence[Case], cfg: E2EConfig, out_dir: str | os.PathLike,
     out.mkdir(parents=True, exist_ok=True)
     chosen = select_cases(cases, cfg.order, cfg.limit)
     if not chosen:
-        raise ValueError("no cases to run")
+        raise InputError("no cases to run (empty corpus, or --limit selects none)")
     seconds: dict[str, float] = {}
     tables: dict[str, str] = {}
     started = time.perf_counter()

@@ -1,0 +1,65 @@
+"""The project's one unified-diff writer.
+
+``difflib.unified_diff`` alone writes a broken diff when a file does not end with a
+newline: the last line runs into the next hunk line (``-c = 3+c = 4``), and GNU
+``patch`` and ``git apply`` reject it. This writer splits at ``"\\n"`` only (so
+``"\\r\\n"`` stays part of each line, byte for byte) and closes a last line without a
+newline with the ``\\ No newline at end of file`` marker both tools read.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+#: The marker line ``diff``, ``patch`` and ``git apply`` use for a missing final newline.
+NO_NEWLINE = "\\ No newline at end of file\n"
+
+
+def split_keepends(text: str) -> list[str]:
+    """Lines of ``text`` with their ``"\\n"``; only ``"\\n"`` ends a line.
+
+    ``str.splitlines`` would also split at ``"\\r"``, U+2028, U+0085, ..., which a
+    document may hold inside a line.
+    """
+    parts = text.split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def unified_diff(before: str, after: str, from_file: str = "a/file", to_file: str = "b/file",
+                 context: int = 3) -> str:
+    """A unified diff from ``before`` to ``after`` that ``patch`` and ``git apply`` accept.
+
+    Parameters
+    ----------
+    before, after
+        The two texts.
+    from_file, to_file
+        Names in the ``---``/``+++`` headers; with ``a/`` and ``b/`` prefixes the diff
+        applies with ``patch -p1`` and ``git apply``.
+    context
+        Lines of context around each change.
+
+    Returns
+    -------
+    str
+        The diff; ``""`` when the texts are equal.
+    """
+    out = []
+    for line in difflib.unified_diff(split_keepends(before), split_keepends(after),
+                                     from_file, to_file, n=context):
+        out.append(line if line.endswith("\n") else line + "\n" + NO_NEWLINE)
+    return "".join(out)
+
+
+def line_summary(before: str, after: str) -> dict[str, int]:
+    """Lines ``kept``, ``added`` and ``removed`` from ``before`` to ``after``.
+
+    Lines are counted as :func:`split_keepends` splits them (a final newline ends the
+    last line, it does not start another); the alignment is the line oracle's
+    (:func:`cad_outlines.oracle.line_matches`), which stays fast on repeated lines.
+    """
+    from .oracle import line_matches
+
+    a, b = split_keepends(before), split_keepends(after)
+    kept = sum(size for _, _, size in line_matches(a, b))
+    return {"kept": kept, "added": len(b) - kept, "removed": len(a) - kept}
