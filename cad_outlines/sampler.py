@@ -34,8 +34,8 @@ from transformers import (LogitsProcessorList, MinPLogitsWarper, RepetitionPenal
                           TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper)
 
 
-class SamplingOptionError(ValueError):
-    """A sampling option with a value outside its range; the message names it."""
+class OptionError(ValueError):
+    """A generation option with a value outside its range; the message names it."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class SamplingOptions:
         ]
         for name, ok, expected in checks:
             if not ok:
-                raise SamplingOptionError(f"{name} must be {expected}, got {getattr(self, name)!r}")
+                raise OptionError(f"{name} must be {expected}, got {getattr(self, name)!r}")
 
     @property
     def greedy(self) -> bool:
@@ -104,16 +104,16 @@ class Sampler:
         self.options = options
         processors: list[Any] = []
         if options.repetition_penalty != 1.0:
-            processors.append(RepetitionPenaltyLogitsProcessor(options.repetition_penalty))
+            processors.append(RepetitionPenaltyLogitsProcessor(float(options.repetition_penalty)))
         if not options.greedy:
             if options.temperature != 1.0:
-                processors.append(TemperatureLogitsWarper(options.temperature))
+                processors.append(TemperatureLogitsWarper(float(options.temperature)))
             if options.top_k > 0:
                 processors.append(TopKLogitsWarper(options.top_k))
             if options.top_p < 1.0:
-                processors.append(TopPLogitsWarper(options.top_p))
+                processors.append(TopPLogitsWarper(float(options.top_p)))
             if options.min_p > 0.0:
-                processors.append(MinPLogitsWarper(options.min_p))
+                processors.append(MinPLogitsWarper(float(options.min_p)))
         self.processors = LogitsProcessorList(processors)
         self.generator: torch.Generator | None = None
         if not options.greedy:
@@ -151,7 +151,7 @@ class Sampler:
         scores = logits if allowed is None else logits.masked_fill(~allowed, float("-inf"))
         if self.processors:
             if self.needs_context and context is None:
-                raise SamplingOptionError("repetition_penalty needs the context ids")
+                raise OptionError("repetition_penalty needs the context ids")
             ids = context if context is not None else torch.zeros((scores.shape[0], 0), dtype=torch.long)
             scores = self.processors(ids.to(scores.device), scores)
         if self.generator is None:
