@@ -98,9 +98,12 @@ class Sampler:
     ----------
     options
         The options of this decode.
+    generator
+        Draw from this generator instead of one seeded with ``options.seed`` (a caller
+        that shares one stream of draws across several decodes, as DCCD does).
     """
 
-    def __init__(self, options: SamplingOptions):
+    def __init__(self, options: SamplingOptions, generator: torch.Generator | None = None):
         self.options = options
         processors: list[Any] = []
         if options.repetition_penalty != 1.0:
@@ -116,7 +119,9 @@ class Sampler:
                 processors.append(MinPLogitsWarper(float(options.min_p)))
         self.processors = LogitsProcessorList(processors)
         self.generator: torch.Generator | None = None
-        if not options.greedy:
+        if not options.greedy and generator is not None:
+            self.generator = generator
+        elif not options.greedy:
             self.generator = torch.Generator(device="cpu")
             self.generator.manual_seed(options.seed if options.seed is not None else torch.seed())
 
@@ -175,7 +180,7 @@ def _draw(scores: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """
     probs = torch.softmax(scores.double(), dim=-1)
     cdf = probs.cumsum(dim=-1)
-    u = torch.rand((scores.shape[0], 1), generator=generator, dtype=torch.float64) * cdf[:, -1:].cpu()
-    idx = torch.searchsorted(cdf, u.to(cdf.device), right=True).squeeze(1)
+    u = torch.rand((scores.shape[0], 1), generator=generator, device=generator.device, dtype=torch.float64)
+    idx = torch.searchsorted(cdf, u.to(cdf.device) * cdf[:, -1:], right=True).squeeze(1)
     last = scores.shape[-1] - 1 - torch.argmax(probs.flip(-1).gt(0).int(), dim=-1)
     return torch.minimum(idx, last)
