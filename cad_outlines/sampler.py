@@ -166,6 +166,12 @@ class Sampler:
     def choose_one(self, logits: torch.Tensor, allowed: torch.Tensor | None = None,
                    context: Sequence[int] | None = None) -> int:
         """:meth:`choose` for one row: ``logits`` and ``allowed`` of shape ``(vocab,)``."""
+        if self.options.greedy and not self.processors:
+            # The decode loop's common case, without building batch views (per-step cost).
+            best = int(logits.argmax())
+            if allowed is None or bool(allowed[best]):
+                return best
+            return int(logits.masked_fill(~allowed, float("-inf")).argmax())
         ids = torch.tensor([list(context)], dtype=torch.long) if self.needs_context and context is not None else None
         return int(self.choose(logits[None], None if allowed is None else allowed[None], ids)[0])
 
