@@ -31,6 +31,7 @@ def tiny_report():
     return json.loads(out.getvalue())
 
 
+@pytest.mark.slow
 def test_tiny_run_measures_both_backends(tiny_report):
     cfg = ConstraintConfig.tiny()
     assert list(tiny_report["tokenizers"]) == list(cfg.tokenizers)

@@ -61,6 +61,7 @@ def test_kernel_file(kernel_file):
     assert png.read_bytes()[:8] == PNG
 
 
+@pytest.mark.slow
 def test_bench_bounds_matches_hand_computed_bounds(kernel_file, tmp_path, capsys):
     path, _ = kernel_file
     corpus = tmp_path / "three.jsonl"
@@ -112,6 +113,7 @@ def test_regeneration_baseline_one_forward_per_token():
     assert 0 < out["cpu_gen_seconds"] <= out["cpu_total_seconds"]
 
 
+@pytest.mark.slow
 def test_outlines_baseline_is_really_masked_by_outlines():
     model = tiny_model("tiny-qwen")
     doc = "a = 1\nb = 2\nc = 3\n"
@@ -134,6 +136,7 @@ def test_select_cases_orders():
         select_cases(CASES, "random")
 
 
+@pytest.mark.slow
 def test_e2e_pools_six_runs_on_tiny_qwen():
     cfg = E2EConfig("tiny-qwen", limit=2, order="size", threads=1, kernel_max_n=8, kernel_prefix=32)
     report = run_e2e(CASES, cfg, progress=False, model=tiny_model("tiny-qwen"))
@@ -173,6 +176,7 @@ def test_e2e_pools_six_runs_on_tiny_qwen():
     assert report["kernel"]["prefix"] == 32 and report["kernel"]["n"] == [1, 2, 4, 8]
 
 
+@pytest.mark.slow
 def test_e2e_cli(tmp_path, capsys):
     corpus = tmp_path / "one.jsonl"
     smallest = min(SAMPLE.read_text().splitlines(True), key=len)
@@ -209,6 +213,7 @@ def test_e2e_budgets_cover_the_gold_and_inexact_runs_fail(monkeypatch):
     assert seen["budget"] >= len(CaDGenerator(model, case.doc).adapter.encode(case.gold))
 
 
+@pytest.mark.slow
 def test_bench_all_runs_items_1_to_5_with_one_kernel(tmp_path, capsys):
     corpus = tmp_path / "two.jsonl"
     corpus.write_text("".join(sorted(SAMPLE.read_text().splitlines(True), key=len)[:2]))

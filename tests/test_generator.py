@@ -148,6 +148,7 @@ def _structure_bias(model, adapter, strength: float = 9.0):
     return model.model.register_forward_hook(hook, with_kwargs=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
 def test_sampled_programs_parse_and_resolve(preset):
     model = tiny_model(preset)

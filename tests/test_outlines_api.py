@@ -173,6 +173,7 @@ def test_stream_forced_programs_lines_and_tokens(family_model):
         assert "".join(chunks) == gold
 
 
+@pytest.mark.slow
 def test_stream_sampled_programs(biased):
     streamed = 0
     for i, doc in enumerate(_DOCS[:4]):  # code, UTF-8 without a final newline, CRLF, literals
