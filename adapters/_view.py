@@ -36,7 +36,7 @@ The last row is the empty line after the final newline: no token starts on it.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 TOKEN_MARK = "\u00b7"  # ·
 
@@ -119,6 +119,13 @@ def _mark(line: bytes, marks: list[int]) -> str:
     return "".join(out)
 
 
-def user_content(instruction: str, view: str, granularity: str) -> str:
-    """The user message: instruction, format statement, numbered document."""
+def user_content(instruction: str, view: str, granularity: str, template: Any = None) -> str:
+    """The user message: instruction, format statement, numbered document.
+
+    ``template`` (a ``cad_outlines.prompts.PromptTemplate``) replaces the default layout
+    ``"{instruction}\\n\\n{format}\\n\\nDocument:\\n{document}"``.
+    """
+    if template is not None:
+        return template.render(instruction=instruction.strip(), format=format_statement(granularity),
+                               document=view)
     return f"{instruction.strip()}\n\n{format_statement(granularity)}\n\nDocument:\n{view}"

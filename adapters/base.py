@@ -22,7 +22,7 @@ and raises :class:`AdapterError` naming the probe that failed.
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 from cad_outlines import program
 
@@ -96,9 +96,12 @@ class Adapter:
     control_spellings: ClassVar[tuple[str, ...]] = ()
     #: Tokens the family needs in the vocabulary (besides ``eos_spelling``).
     required_spellings: ClassVar[tuple[str, ...]] = ()
-    #: Prompt template for tokenizers without a chat template. ``{bos}`` is the BOS
-    #: spelling when the tokenizer adds BOS (else empty); ``{content}`` the user message.
-    plain_template: ClassVar[str] = "{bos}{content}\n"
+    #: Chat template (Jinja, rendered by ``apply_chat_template``) for tokenizers that ship
+    #: none. Besides ``messages`` it sees ``bos`` (the BOS spelling when the tokenizer adds
+    #: BOS, else empty) and ``eos`` (the end-of-answer spelling). Generic form: each
+    #: message's content on its own line.
+    fallback_chat_template: ClassVar[str] = (
+        "{{ bos }}{% for m in messages %}{{ m['content'] + '\\n' }}{% endfor %}")
     #: Extra keyword arguments for ``apply_chat_template`` (e.g. Qwen3's thinking switch).
     chat_template_kwargs: ClassVar[dict[str, Any]] = {}
 
@@ -222,46 +225,66 @@ class Adapter:
             return _view.number_tokens(document, self.token_pieces(document))
         raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
 
-    def user_content(self, document: str, instruction: str, granularity: str = "lines") -> str:
-        """The user message: instruction, program format, numbered document."""
-        return _view.user_content(instruction, self.render_document(document, granularity), granularity)
+    def user_content(self, document: str, instruction: str, granularity: str = "lines",
+                     template: Any = None) -> str:
+        """The user message: instruction, program format, numbered document.
 
-    def prompt(self, document: str, instruction: str, granularity: str = "lines") -> str:
-        """The prompt text: the user message inside the chat (or plain) template."""
-        before, after = self._template()
-        return before + self.user_content(document, instruction, granularity) + after
+        ``template`` (a ``cad_outlines.prompts.PromptTemplate``) replaces the default layout.
+        """
+        return _view.user_content(instruction, self.render_document(document, granularity),
+                                  granularity, template)
 
-    def prompt_ids(self, document: str, instruction: str, granularity: str = "lines") -> list[int]:
+    def prompt(self, document: str, prompt: str | Sequence[Mapping[str, str]], granularity: str = "lines",
+               template: Any = None) -> str:
+        """The prompt text: the conversation inside the chat template.
+
+        ``prompt`` is the instruction, or a conversation (message dicts) whose last
+        message is the user's instruction; that message becomes :meth:`user_content`.
+        """
+        before, after = self._template(prompt)
+        return before + self.user_content(document, _instruction(prompt), granularity, template) + after
+
+    def prompt_ids(self, document: str, prompt: str | Sequence[Mapping[str, str]],
+                   granularity: str = "lines", template: Any = None) -> list[int]:
         """Ids of :meth:`prompt`, built by pieces.
 
         The template's text before the last and after the first control token around the
         user message is tokenized by the tokenizer itself (its special tokens as special
-        tokens); the text run holding the user message is tokenized with :meth:`encode`, so
-        a spelling like ``<|im_start|>`` in the document stays text. SentencePiece
-        tokenizers start every text run after a special token with the dummy-prefix ``▁``,
-        as their own tokenizer does, so there ``decode(prompt_ids)`` shows one more space
-        after such a token than :meth:`prompt`.
+        tokens, and so are earlier turns of a conversation); the text run holding the user
+        message is tokenized with :meth:`encode`, so a spelling like ``<|im_start|>`` in the
+        document stays text. SentencePiece tokenizers start every text run after a special
+        token with the dummy-prefix ``▁``, as their own tokenizer does, so there
+        ``decode(prompt_ids)`` shows one more space after such a token than :meth:`prompt`.
         """
-        before, after = self._template()
+        before, after = self._template(prompt)
         head, tail = self._split_at_added(before, last=True)
         lead, rest = self._split_at_added(after, last=False)
-        content = self.user_content(document, instruction, granularity)
+        content = self.user_content(document, _instruction(prompt), granularity, template)
         native = self.tokenizer.encode
         ids = native(head, add_special_tokens=False) if head else []
         ids += self.encode(self._sentence_prefix + tail + content + lead)
         ids += native(rest, add_special_tokens=False) if rest else []
         return ids
 
-    def _template(self) -> tuple[str, str]:
-        """The prompt's text before and after the user message."""
+    def _template(self, prompt: str | Sequence[Mapping[str, str]] = "") -> tuple[str, str]:
+        """The prompt's text before and after the (last) user message.
+
+        The tokenizer's chat template renders the conversation; a tokenizer without one
+        uses the family's :attr:`fallback_chat_template`.
+        """
         tok = self.tokenizer
-        if getattr(tok, "chat_template", None):
-            text = tok.apply_chat_template(
-                [{"role": "user", "content": _SENTINEL}], tokenize=False,
-                add_generation_prompt=True, **self.chat_template_kwargs)
+        if isinstance(prompt, str):
+            messages = [{"role": "user", "content": _SENTINEL}]
         else:
-            bos = tok.bos_token if self._adds_bos and tok.bos_token else ""
-            text = self.plain_template.replace("{bos}", bos).replace("{content}", _SENTINEL)
+            messages = [dict(m) for m in prompt]
+            messages[-1]["content"] = _SENTINEL
+        extra: dict[str, Any] = {}
+        if not getattr(tok, "chat_template", None):
+            extra = {"chat_template": self.fallback_chat_template,
+                     "bos": tok.bos_token if self._adds_bos and tok.bos_token else "",
+                     "eos": tok.convert_ids_to_tokens(self.eos_token_id)}
+        text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                       **self.chat_template_kwargs, **extra)
         if not isinstance(text, str) or text.count(_SENTINEL) != 1:
             raise AdapterError(f"{self.name} adapter: the prompt template does not hold the "
                                "user message exactly once")
@@ -327,3 +350,8 @@ class Adapter:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} vocab={len(self._bytes)} eos={self.eos_token_id}>"
+
+
+def _instruction(prompt: str | Sequence[Mapping[str, str]]) -> str:
+    """The instruction of a prompt: the text, or the conversation's last message."""
+    return prompt if isinstance(prompt, str) else prompt[-1]["content"]

@@ -22,7 +22,17 @@ class CodeLlamaAdapter(Adapter):
     eos_spelling = "</s>"
     required_spellings = ("<s>", "<0x0A>")
     control_spellings = ("<s>", "</s>", "<unk>")
-    plain_template = "{bos}[INST] {content} [/INST]"
+    # Llama 2 chat: a system message goes inside the first [INST] as <<SYS>>...<</SYS>>;
+    # each earlier answer is followed by EOS, and each user turn opens with BOS.
+    fallback_chat_template = (
+        "{% if messages[0]['role'] == 'system' %}"
+        "{% set system = '<<SYS>>\\n' + messages[0]['content'] + '\\n<</SYS>>\\n\\n' %}"
+        "{% set turns = messages[1:] %}"
+        "{% else %}{% set system = '' %}{% set turns = messages %}{% endif %}"
+        "{% for m in turns %}"
+        "{% if m['role'] == 'user' %}{{ bos + '[INST] ' + (system if loop.first else '') + m['content'] + ' [/INST]' }}"
+        "{% else %}{{ ' ' + m['content'] + ' ' + eos }}{% endif %}"
+        "{% endfor %}")
 
     @classmethod
     def matches(cls, tokenizer: Any, facts: BackendFacts) -> bool:

@@ -28,7 +28,15 @@ class DeepSeekCoderAdapter(Adapter):
     name = "deepseek-coder"
     eos_spelling = "<|EOT|>"
     control_spellings = ("<|EOT|>", "<|User|>", "<|Assistant|>")
-    plain_template = "{bos}" + _SYSTEM + "### Instruction:\n{content}\n### Response:\n"
+    # The DeepSeek-Coder instruct format; a system message replaces the default line.
+    fallback_chat_template = (
+        "{{ bos }}{% if messages[0]['role'] == 'system' %}{{ messages[0]['content'] + '\\n' }}"
+        "{% else %}{{ default_system }}{% endif %}"
+        "{% for m in messages %}"
+        "{% if m['role'] == 'user' %}{{ '### Instruction:\\n' + m['content'] + '\\n' }}"
+        "{% elif m['role'] == 'assistant' %}{{ '### Response:\\n' + m['content'] + '\\n' + eos + '\\n' }}"
+        "{% endif %}{% endfor %}{{ '### Response:\\n' }}")
+    chat_template_kwargs = {"default_system": _SYSTEM}
 
     @classmethod
     def matches(cls, tokenizer: Any, facts: BackendFacts) -> bool:

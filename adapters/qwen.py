@@ -22,7 +22,9 @@ class QwenAdapter(Adapter):
     required_spellings = ("<|im_start|>",)
     control_spellings = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
     # ChatML, for a Qwen tokenizer shipped without its template.
-    plain_template = "<|im_start|>user\n{content}<|im_end|>\n<|im_start|>assistant\n"
+    fallback_chat_template = (
+        "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
+        "{% endfor %}{{ '<|im_start|>assistant\\n' }}")
     chat_template_kwargs = {"enable_thinking": False}
 
     @classmethod

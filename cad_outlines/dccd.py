@@ -39,6 +39,7 @@ from outlines.generator import SteerableGenerator
 
 from .alpha import AlphaTrace, align_mask
 from .runner import TransformersRunner
+from .sampler import Sampler, SamplingOptions
 
 __all__ = [
     "DEFAULT_PROJECTION_TEMPLATE",
@@ -311,6 +312,8 @@ def _decode(runner: TransformersRunner, rows: list[_Row], *, pad_id: int, stop_i
     ends on ``stop_ids``. ``temperature == 0`` is greedy.
     """
     device = runner.device
+    # The masks are already in ``scores`` (rows differ); the shared sampler does the rest.
+    sampler = Sampler(SamplingOptions(temperature=temperature), generator)
     width = max(len(r.prompt_ids) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     attn = torch.zeros((len(rows), width), dtype=torch.long)
@@ -341,7 +344,7 @@ def _decode(runner: TransformersRunner, rows: list[_Row], *, pad_id: int, stop_i
                         f"{len(r.out_ids)} tokens (mask and logits share no id)")
                 scores[i].masked_fill_(~mask, -math.inf)
                 masks[i] = mask
-            chosen_ids = _choose(scores, temperature, generator).tolist()
+            chosen_ids = sampler.choose(scores).tolist()
             for i, r in enumerate(rows):
                 if r.ended:
                     chosen_ids[i] = pad_id
@@ -361,25 +364,6 @@ def _decode(runner: TransformersRunner, rows: list[_Row], *, pad_id: int, stop_i
             ids = torch.tensor(chosen_ids, dtype=torch.long, device=device).unsqueeze(1)
             attn = torch.cat([attn, torch.ones_like(ids)], dim=1)
             pos = pos[:, -1:] + 1
-
-
-def _choose(scores: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:
-    """One id per row of ``scores`` (B, V): argmax, or a sample at ``temperature``.
-
-    Sampling inverts the CDF with one uniform draw per row (exact, and much cheaper than
-    ``torch.multinomial`` over a 10^5-id vocabulary); ids of zero probability are never
-    drawn because the search finds the first cumulative sum strictly above the draw.
-    """
-    if temperature <= 0:
-        return torch.argmax(scores, dim=-1)
-    probs = torch.softmax(scores / temperature, dim=-1).double()
-    cdf = probs.cumsum(dim=-1)
-    u = torch.rand((scores.shape[0], 1), generator=generator, device=scores.device,
-                   dtype=torch.float64) * cdf[:, -1:]
-    idx = torch.searchsorted(cdf, u, right=True).squeeze(1)
-    # A draw rounded up to the total would fall off the end: take the last possible id.
-    last = scores.shape[-1] - 1 - torch.argmax(probs.flip(-1).gt(0).int(), dim=-1)
-    return torch.minimum(idx, last)
 
 
 # --- the generator -------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .generator import CaDGenerator
+from .prompts import Prompt
 
 
 def cad(model: Any, document: str, **options: Any) -> CaDGenerator:
@@ -23,12 +24,17 @@ def cad(model: Any, document: str, **options: Any) -> CaDGenerator:
     --------
     >>> editor = cad_outlines.generate.cad(model, source, max_new_tokens=512)  # doctest: +SKIP
     >>> new_source = editor("rename `total` to `subtotal`")                   # doctest: +SKIP
+    >>> new_source = editor("rename `total` to `subtotal`", temperature=0.7)  # doctest: +SKIP
+    >>> for chunk in editor.stream("add a docstring"): print(chunk, end="")   # doctest: +SKIP
     """
     return CaDGenerator(model, document, **options)
 
 
-def edit(model: Any, document: str, instruction: str, **options: Any) -> str:
+def edit(model: Any, document: str, instruction: Prompt, **options: Any) -> str:
     """Edit ``document`` by ``instruction`` in one call and return the edited text.
+
+    ``instruction`` may be a ``str``, an ``outlines.inputs.Chat`` or a list of message
+    dicts; ``options`` are those of :class:`~cad_outlines.generator.CaDGenerator`.
 
     Raises
     ------

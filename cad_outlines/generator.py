@@ -21,7 +21,6 @@ cache alone (a drafted token reaches the grammar only once it is chosen).
 
 from __future__ import annotations
 
-import math
 import time
 from functools import cached_property
 from collections import deque
@@ -37,10 +36,13 @@ from .constraint import (CompiledGrammar, ProgramConstraint, Unconstrained, comp
                          tokenizer_setup_seconds)
 from .drafting import Drafter
 from .errors import InputError, ModelOutputError
-from .grammar import Granularity
+from .grammar import Granularity, load_grammar, specialize
 from .program import Copy, CopyTokens, Op
+from .prompts import Prompt, PromptTemplate, as_messages
 from .resolver import resolve
 from .runner import Runner, TransformersRunner
+from .sampler import SAMPLING_OPTIONS, OptionError, Sampler, SamplingOptions
+from .streaming import DocumentStream
 
 
 #: A progress display: called with the live stats (see :meth:`CaDGenerator.run`).
@@ -209,8 +211,43 @@ class _Draft:
             self.logits.clear()
 
 
+#: Options every call accepts (``editor(prompt, temperature=0.7)``); the constructor's
+#: values are the defaults.
+CALL_OPTIONS: tuple[str, ...] = ("max_new_tokens", *SAMPLING_OPTIONS)
+
+
+class UnsupportedModelError(TypeError):
+    """A model the generator cannot drive; the message names the supported kind."""
+
+
+def check_model(model: Any) -> None:
+    """Raise :class:`UnsupportedModelError` unless ``model`` is an Outlines transformers model.
+
+    The decode loop runs the model's forward itself (to splice copies into its KV cache)
+    and reads its Hugging Face tokenizer, so it needs ``outlines.from_transformers``'s
+    model; llama.cpp, vLLM, MLX, API models and a bare Hugging Face model are refused.
+    """
+    from outlines.models.transformers import Transformers
+
+    if isinstance(model, Transformers) and hasattr(model, "hf_tokenizer"):
+        return
+    kind = f"{type(model).__module__}.{type(model).__qualname__}"
+    hint = ""
+    if hasattr(model, "generate") and hasattr(model, "config"):  # a bare transformers model
+        hint = " Wrap a Hugging Face model first: outlines.from_transformers(hf_model, hf_tokenizer)."
+    raise UnsupportedModelError(
+        f"CaD editing supports Outlines transformers models only "
+        f"(outlines.from_transformers(hf_model, hf_tokenizer)); got {kind}.{hint}")
+
+
 class CaDGenerator(SteerableGenerator):
     """Edit one document with Copy-as-Decode programs.
+
+    Called like an Outlines generator: ``editor(prompt, **options)``,
+    ``editor.stream(prompt, **options)``, ``editor.batch(prompts, **options)``, where
+    ``prompt`` is an instruction, an ``outlines.inputs.Chat`` or a list of message dicts
+    ending with the user's instruction (:mod:`.prompts`), and ``options`` are any of
+    :data:`CALL_OPTIONS`, overriding the constructor's values for that call only.
 
     Parameters
     ----------
@@ -222,8 +259,9 @@ class CaDGenerator(SteerableGenerator):
         ``"lines"`` (``<copy lines="i-j"/>``) or ``"tokens"`` (``<copy tokens="a-b"/>``).
     max_new_tokens
         Budget of program tokens (decoded + forced; spliced tokens are free).
-    temperature, top_p, seed
-        ``temperature=0`` is greedy; otherwise sampling with nucleus ``top_p``.
+    temperature, top_p, top_k, min_p, repetition_penalty, seed
+        Sampling (:class:`~cad_outlines.sampler.SamplingOptions`): ``temperature=0`` is
+        greedy; transformers' warpers act on the allowed ids only (:mod:`.sampler`).
     splice
         Append each copied span to the context in one forward (``False``: copied text
         stays out of the context — format-only mode).
@@ -245,33 +283,45 @@ class CaDGenerator(SteerableGenerator):
         index, ``<gen>`` after a copy, ...; :mod:`.drafting`) onto each forward and
         verify it on the next decode steps: an accepted drafted token needs no forward of
         its own. The output is the same with or without drafts.
+    prompt_template
+        Jinja layout of the instruction message, over ``{{ instruction }}``,
+        ``{{ format }}`` and ``{{ document }}`` (:class:`~cad_outlines.prompts.PromptTemplate`);
+        ``None``: instruction, format statement, ``Document:`` and the numbered document.
+
+    Raises
+    ------
+    UnsupportedModelError
+        For any model but an Outlines transformers model.
 
     Examples
     --------
     >>> gen = CaDGenerator(model, document)                     # doctest: +SKIP
-    >>> new_text = gen("rename foo to bar")                     # doctest: +SKIP
+    >>> new_text = gen("rename foo to bar", temperature=0.7)    # doctest: +SKIP
     >>> result = gen.run("rename foo to bar"); result.stats     # doctest: +SKIP
     """
 
     def __init__(self, model: Any, document: str, *, granularity: Granularity = "lines",
                  max_new_tokens: int = 2048, temperature: float = 0.0, top_p: float = 1.0,
+                 top_k: int = 0, min_p: float = 0.0, repetition_penalty: float = 1.0,
                  seed: int | None = 0, splice: bool = True, fast_forward: bool = True,
                  mode: Literal["strict", "clipped"] = "strict", adapter: str | Adapter | None = None,
-                 trace_alpha: bool = False, draft_tags: bool = True, runner: Runner | None = None):
+                 trace_alpha: bool = False, draft_tags: bool = True,
+                 prompt_template: str | PromptTemplate | None = None, runner: Runner | None = None):
+        check_model(model)
         if granularity not in ("lines", "tokens"):
             raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        if not (math.isfinite(temperature) and temperature >= 0) or not 0 < top_p <= 1:
-            raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
         self.model = model
         self.hf_model = model.model
         self.document = document
         self.granularity = granularity
         self.max_new_tokens = max_new_tokens
-        self.temperature, self.top_p, self.seed = temperature, top_p, seed
+        self.temperature, self.top_p, self.top_k, self.min_p = temperature, top_p, top_k, min_p
+        self.repetition_penalty, self.seed = repetition_penalty, seed
+        self._call_options({})  # check the defaults now, not at the first call
         self.splice, self.fast_forward, self.mode, self.trace_alpha = splice, fast_forward, mode, trace_alpha
         self.draft_tags = draft_tags
+        self.prompt_template = (prompt_template if prompt_template is None or isinstance(prompt_template, PromptTemplate)
+                                else PromptTemplate(prompt_template))
         self.adapter = adapter if isinstance(adapter, Adapter) else get_adapter(model.hf_tokenizer, adapter)
         if granularity == "lines":
             self._lines = document.split("\n")
@@ -280,32 +330,67 @@ class CaDGenerator(SteerableGenerator):
             self._doc_ids = self.adapter.document_ids(document)
             upper = len(self._doc_ids)
         self.compiled: CompiledGrammar = compile_grammar(model, upper, granularity)
-        # Outlines' own processor for the same grammar: the stock path, for comparison.
-        self.logits_processor = self.compiled.processor
         #: The model side of the loop (:mod:`.runner`); benchmarks pass an observed one.
         self.runner: Runner = runner if runner is not None else TransformersRunner(self.hf_model)
 
+    @classmethod
+    def from_processor(cls, model: Any, processor: Any) -> "CaDGenerator":  # type: ignore[override]
+        """Not available: the constraint is built from the document, not from a processor.
+
+        Raises
+        ------
+        NotImplementedError
+            Always; build the generator with ``CaDGenerator(model, document)`` or
+            ``cad_outlines.generate.cad(model, document)``.
+        """
+        raise NotImplementedError(
+            "CaDGenerator builds its constraint from the document it edits (the program grammar "
+            "specialised to its length), so it cannot take a logits processor; use "
+            "CaDGenerator(model, document) or cad_outlines.generate.cad(model, document)")
+
+    @property
+    def output_type(self) -> Any:
+        """The program language, as an Outlines ``CFG``.
+
+        ``outlines.Generator(model, editor.output_type)`` decodes the same language with
+        Outlines' stock path (no splices, one token per forward): the comparison baseline.
+        """
+        from outlines.types import CFG
+
+        upper = len(self._lines) if self.granularity == "lines" else len(self._doc_ids)
+        return CFG(specialize(load_grammar(self.granularity), upper, self.granularity))
+
     # -- public API -----------------------------------------------------------------
 
-    def __call__(self, instruction: str, **options: Any) -> str:  # type: ignore[override]
-        """Return the edited document; raise :class:`IncompleteProgramError` if unfinished."""
-        result = self.run(instruction, **options)
+    def __call__(self, prompt: Prompt, **options: Any) -> str:  # type: ignore[override]
+        """Return the edited document; raise :class:`IncompleteProgramError` if unfinished.
+
+        Parameters
+        ----------
+        prompt
+            An instruction, an ``outlines.inputs.Chat`` or a list of message dicts.
+        **options
+            Any of :data:`CALL_OPTIONS`, for this call only.
+        """
+        result = self.run(prompt, **options)
         if result.document is None:
             raise IncompleteProgramError(result)
         return result.document
 
-    def batch(self, instructions: list[str], **options: Any) -> list[str]:  # type: ignore[override]
-        """Edit the document once per instruction (sequentially)."""
-        return [self(instruction, **options) for instruction in instructions]
+    def batch(self, prompts: Sequence[Prompt], **options: Any) -> list[str]:  # type: ignore[override]
+        """Edit the document once per prompt (sequentially), with the same ``options``."""
+        self._call_options(options)  # reject a bad option before the first decode
+        return [self(prompt, **options) for prompt in prompts]
 
-    def run(self, instruction: str, *, force_program: str | Sequence[Op] | None = None,
-            progress: ProgressCallback | None = None) -> CaDResult:
+    def run(self, prompt: Prompt, *, force_program: str | Sequence[Op] | None = None,
+            progress: ProgressCallback | None = None, **options: Any) -> CaDResult:
         """Run the decode loop and return the full :class:`CaDResult`.
 
         Parameters
         ----------
-        instruction
-            What to change.
+        prompt
+            What to change: an instruction, an ``outlines.inputs.Chat`` or a list of
+            message dicts ending with the user's instruction.
         force_program
             Drive the loop with this program (text or ops) instead of choosing tokens:
             teacher forcing through the real forward passes, for benchmarks and tests.
@@ -313,53 +398,107 @@ class CaDGenerator(SteerableGenerator):
             Called with the live :class:`CaDStats` before the prompt prefill
             (``forward_passes == 0``) and after each step of the loop; for progress
             displays. It must not modify the stats.
+        **options
+            Any of :data:`CALL_OPTIONS`, for this call only.
         """
         holder: list[CaDResult] = []
-        for _ in self._decode(instruction, force_program, holder, progress=progress):
+        for _ in self._decode(prompt, force_program, holder, self._call_options(options),
+                              progress=progress):
             pass
         return holder[0]
 
-    def regenerate(self, instruction: str, *, target: str | None = None,
-                   progress: ProgressCallback | None = None) -> CaDResult:
+    def regenerate(self, prompt: Prompt, *, target: str | None = None,
+                   progress: ProgressCallback | None = None, **options: Any) -> CaDResult:
         """The baseline: the same decode loop with no constraint, one token per forward.
 
         Parameters
         ----------
-        instruction
+        prompt
             What to change (the prompt is the same as for :meth:`run`).
         target
             Teacher-force this text (e.g. the gold document) instead of choosing tokens;
             ``result.document`` is then the regenerated text.
         progress
             As in :meth:`run`.
+        **options
+            Any of :data:`CALL_OPTIONS`, for this call only.
         """
         holder: list[CaDResult] = []
-        for _ in self._decode(instruction, target, holder, constrained=False, progress=progress):
+        for _ in self._decode(prompt, target, holder, self._call_options(options), constrained=False,
+                              progress=progress):
             pass
         return holder[0]
 
-    def stream(self, instruction: str, *, force_program: str | Sequence[Op] | None = None  # type: ignore[override]
-               ) -> Iterator[str]:
-        """Yield the edited document op by op (a copy yields all its lines at once).
+    def stream(self, prompt: Prompt, *, force_program: str | Sequence[Op] | None = None,  # type: ignore[override]
+               **options: Any) -> Iterator[str]:
+        """Yield the edited document as it grows.
 
-        The chunks concatenate to the edited document.
+        Gen text arrives token by token (what no later token can change; see
+        :mod:`.streaming`), each copy as one chunk when its tag closes. The chunks
+        concatenate to ``self(prompt, **options)``. Raises
+        :class:`IncompleteProgramError` at the end if the budget ran out.
         """
-        first = True
-        sep = "\n" if self.granularity == "lines" else ""
+        return self._stream_text(prompt, force_program, self._call_options(options))
+
+    def stream_ops(self, prompt: Prompt, *, force_program: str | Sequence[Op] | None = None,
+                   **options: Any) -> Iterator[Op]:
+        """Yield each op of the program as it completes (then raise like :meth:`stream`)."""
+        return self._stream_ops(prompt, force_program, self._call_options(options))
+
+    # -- call plumbing ----------------------------------------------------------------
+
+    def _call_options(self, overrides: dict[str, Any]) -> tuple[int, SamplingOptions]:
+        """The budget and sampling options of one call: the defaults, then ``overrides``."""
+        unknown = sorted(set(overrides) - set(CALL_OPTIONS))
+        if unknown:
+            raise TypeError(f"{type(self).__name__}: unknown option(s) {', '.join(map(repr, unknown))}; "
+                            f"the options are {', '.join(CALL_OPTIONS)}")
+        values = {name: overrides.get(name, getattr(self, name)) for name in CALL_OPTIONS}
+        budget = values.pop("max_new_tokens")
+        if not isinstance(budget, int) or budget < 1:
+            raise OptionError(f"max_new_tokens must be an integer >= 1, got {budget!r}")
+        return budget, SamplingOptions(**values)
+
+    def _stream_text(self, prompt: Prompt, force_program: str | Sequence[Op] | None,
+                     options: tuple[int, SamplingOptions]) -> Iterator[str]:
+        if self.granularity == "lines":
+            writer = DocumentStream(lines=self._lines)
+        else:
+            writer = DocumentStream(pieces=self.adapter.token_pieces(self.document))
         holder: list[CaDResult] = []
-        for op in self._decode(instruction, force_program, holder):
-            chunk = resolve([op], self.document, self.mode, **self._resolve_kwargs())
-            yield chunk if first else sep + chunk
-            first = False
-        if holder and holder[0].document is None:
+        for ops, constraint in self._decode(prompt, force_program, holder, options):
+            chunk = writer.feed(ops, constraint.pending)
+            if chunk:
+                yield chunk
+        if holder[0].document is None:
             raise IncompleteProgramError(holder[0])
+        tail = writer.close()
+        if tail:
+            yield tail
+
+    def _stream_ops(self, prompt: Prompt, force_program: str | Sequence[Op] | None,
+                    options: tuple[int, SamplingOptions]) -> Iterator[Op]:
+        holder: list[CaDResult] = []
+        for ops, _ in self._decode(prompt, force_program, holder, options):
+            yield from ops
+        if holder[0].document is None:
+            raise IncompleteProgramError(holder[0])
+
+    def _prompt_ids(self, prompt: Prompt) -> list[int]:
+        instruction = prompt if isinstance(prompt, str) else as_messages(prompt)
+        return self.adapter.prompt_ids(self.document, instruction, self.granularity, self.prompt_template)
 
     # -- the decode loop ------------------------------------------------------------
 
-    def _decode(self, instruction: str, force_program: str | Sequence[Op] | None,
-                holder: list[CaDResult], *, constrained: bool = True,
-                progress: ProgressCallback | None = None) -> Iterator[Op]:
+    def _decode(self, prompt: Prompt, force_program: str | Sequence[Op] | None,
+                holder: list[CaDResult], options: tuple[int, SamplingOptions], *,
+                constrained: bool = True,
+                progress: ProgressCallback | None = None) -> Iterator[tuple[list[Op], Any]]:
+        """THE loop. Yields, after every advance of the constraint, the ops it completed
+        and the constraint (whose ``pending`` text is the op being written); appends the
+        :class:`CaDResult` to ``holder`` at the end."""
         start_time = time.perf_counter()
+        max_new_tokens, sampling = options
         stats = CaDStats(compile_seconds=self.compiled.compile_seconds,
                          tokenizer_setup_seconds=tokenizer_setup_seconds(self.model))
         constraint: ProgramConstraint | Unconstrained = (
@@ -370,13 +509,13 @@ class CaDGenerator(SteerableGenerator):
             text = force_program if isinstance(force_program, str) else program.render(force_program)
             forced = _Forced.from_text(self.adapter, text, segmented=constrained)
         trace = _new_trace() if self.trace_alpha else None
-        rng = None
-        if self.temperature > 0:
-            rng = torch.Generator(device="cpu")
-            rng.manual_seed(self.seed if self.seed is not None else torch.seed())
+        sampler = Sampler(sampling)
 
-        prompt_ids = self.adapter.prompt_ids(self.document, instruction, self.granularity)
+        prompt_ids = self._prompt_ids(prompt)
         stats.prompt_tokens = len(prompt_ids)
+        # The ids the model has seen (prompt + everything appended), for the repetition
+        # penalty, as transformers' generate gives it; kept only when the sampler needs it.
+        seen = list(prompt_ids) if sampler.needs_context else None
         cache = self.runner.new_cache()
         draft = _Draft(self.runner, cache) if self.draft_tags and constrained else None
         proposal = self._propose(constraint, stats) if draft is not None else []
@@ -390,7 +529,7 @@ class CaDGenerator(SteerableGenerator):
         while not constraint.done:
             if progress is not None:
                 progress(stats)
-            if stats.program_tokens >= self.max_new_tokens:
+            if stats.program_tokens >= max_new_tokens:
                 stats.stopped_early = True
                 break
             # mask
@@ -408,7 +547,7 @@ class CaDGenerator(SteerableGenerator):
                         f"forced program rejected by the constraint at offset {len(constraint.text)} "
                         f"(after {constraint.text[-40:]!r}): next token {token!r} is not allowed")
             else:
-                token = self._choose(logits, allowed, rng)
+                token = sampler.choose_one(logits, allowed, seen)
             if trace is not None:
                 trace.record(logits, allowed, token)
             stats.decoded_tokens += 1
@@ -420,8 +559,8 @@ class CaDGenerator(SteerableGenerator):
                 forced.consume([token], constraint.piece_bytes(token))
             spliced = False
             while True:
+                yield new_ops, constraint
                 for op in new_ops:
-                    yield op
                     if self.splice and isinstance(op, (Copy, CopyTokens)):
                         span = self._span_ids(op)
                         context += span
@@ -429,7 +568,7 @@ class CaDGenerator(SteerableGenerator):
                         stats.splices += 1
                         spliced = True
                 run = constraint.forced() if self.fast_forward and not constraint.done else []
-                run = run[:max(0, self.max_new_tokens - stats.program_tokens)]
+                run = run[:max(0, max_new_tokens - stats.program_tokens)]
                 if not run:
                     break
                 if forced is not None:
@@ -440,6 +579,8 @@ class CaDGenerator(SteerableGenerator):
             stats.constraint_seconds += time.perf_counter() - clock
             if constraint.done:
                 break  # nothing reads the logits after </program>
+            if seen is not None:
+                seen += context
             # verify: what a draft already put in the cache needs no forward
             if draft is not None:
                 appended = len(context)
@@ -503,26 +644,6 @@ class CaDGenerator(SteerableGenerator):
         stats.draft_tokens += len(ids)
         stats.draft_seconds += time.perf_counter() - clock
         return ids
-
-    def _choose(self, logits: torch.Tensor, allowed: torch.Tensor | None,
-                rng: torch.Generator | None) -> int:
-        if rng is None:
-            best = int(logits.argmax())
-            if allowed is None or bool(allowed[best]):
-                return best  # exact shortcut: the unmasked argmax is allowed
-        scores = logits if allowed is None else torch.where(allowed, logits, float("-inf"))
-        if rng is None:
-            return int(scores.argmax())
-        probs = torch.softmax(scores / self.temperature, dim=-1)
-        if self.top_p < 1.0:
-            sorted_probs, order = probs.sort(descending=True)
-            keep = sorted_probs.cumsum(0) - sorted_probs < self.top_p
-            probs = torch.zeros_like(probs).scatter_(0, order[keep], sorted_probs[keep])
-        # Inverse-CDF draw: exact, and ~50x cheaper than torch.multinomial over a
-        # 150k vocabulary on the CPU (17 ms per call measured on tiny-qwen).
-        cdf = probs.cumsum(0, dtype=torch.float64)
-        u = torch.rand((), generator=rng, dtype=torch.float64) * cdf[-1]
-        return min(int(torch.searchsorted(cdf, u, right=True)), cdf.numel() - 1)
 
     def _span_ids(self, op: Op) -> list[int]:
         if isinstance(op, Copy):

@@ -35,6 +35,7 @@ def test_corpus_sample_is_real_and_varied():
     assert {c["id"].split("-")[0] for c in CORPUS} == {"commits_python", "commits_c", "commits_prose"}
 
 
+@pytest.mark.slow
 def test_every_line_and_line_window_of_the_corpus_round_trips(adapter):
     checked = 0
     for prefix_text in PREFIXES:

@@ -35,6 +35,7 @@ def _run(model, doc, ops=None, **options):
 
 # forced programs: same output, fewer forwards, counted honestly ----------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
 def test_forced_oracle_same_output_fewer_forwards(preset):
     model = tiny_model(preset)
@@ -110,6 +111,7 @@ def test_token_granularity_and_switches(preset):
 
 # chosen tokens: greedy and sampling are exact -----------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
 def test_greedy_and_sampled_programs_do_not_depend_on_drafts(preset):
     """Greedy: the same program. Sampling: a drafted token is kept iff the draw equals it,

@@ -148,6 +148,7 @@ def _structure_bias(model, adapter, strength: float = 9.0):
     return model.model.register_forward_hook(hook, with_kwargs=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
 def test_sampled_programs_parse_and_resolve(preset):
     model = tiny_model(preset)
@@ -257,8 +258,11 @@ def test_stream_concatenates_to_the_document():
     model = tiny_model("tiny-deepseek-coder")
     case = _cases(1)[2]
     ops = oracle_program(case["doc"], case["gold"])
-    chunks = list(CaDGenerator(model, case["doc"]).stream("x", force_program=ops))
-    assert len(chunks) == len(ops) and "".join(chunks) == case["gold"]
+    gen = CaDGenerator(model, case["doc"])
+    chunks = list(gen.stream("x", force_program=ops))
+    # Token streaming: more chunks than ops (gen text arrives token by token).
+    assert len(chunks) > len(ops) and "".join(chunks) == case["gold"]
+    assert list(gen.stream_ops("x", force_program=ops)) == ops
 
 
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)

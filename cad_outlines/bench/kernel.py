@@ -39,6 +39,7 @@ from .. import program
 from ..errors import InputError
 from ..generator import CaDGenerator
 from ..program import COPY_TAG_RE
+from ..sampler import Sampler, SamplingOptions
 from . import _common
 from ._loop import tag_shape
 from .bounds import KERNEL_KIND, FixedCosts, KernelCurve, m_star, m_star_exact
@@ -268,6 +269,7 @@ def _time_masks(gen: CaDGenerator) -> tuple[float, float]:
     logits = torch.randn(gen.runner.vocab_size, generator=torch.Generator().manual_seed(0))
     gen_open = GEN_STATE.index(program.GEN_OPEN) + len(program.GEN_OPEN)
     tag_open = TAG_STATE.rindex("<copy")
+    greedy = Sampler(SamplingOptions())  # the loop's greedy choice
     out = []
     for text, start in ((GEN_STATE, gen_open), (TAG_STATE, tag_open)):
         constraint = ProgramConstraint(gen.compiled)
@@ -276,7 +278,7 @@ def _time_masks(gen: CaDGenerator) -> tuple[float, float]:
             if len(constraint.text) >= start:
                 clock = time.perf_counter()
                 allowed = constraint.allowed(gen.runner.vocab_size)
-                gen._choose(logits, allowed, None)
+                greedy.choose_one(logits, allowed)
                 times.append(time.perf_counter() - clock)
             constraint.advance([tid])
         if not times:
