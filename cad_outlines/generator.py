@@ -33,8 +33,8 @@ from outlines.generator import SteerableGenerator
 
 from . import program
 from .adapters import Adapter, get_adapter
-from .constraint import (CompiledGrammar, ProgramConstraint, Unconstrained, compile_grammar,
-                         tokenizer_setup_seconds)
+from .constraint import (CompiledGrammar, CopyIndices, ProgramConstraint, Unconstrained,
+                         compile_grammar, tokenizer_setup_seconds)
 from .drafting import Drafter
 from .grammar import Granularity
 from .program import Copy, CopyTokens, Op
@@ -262,13 +262,20 @@ class CaDGenerator(SteerableGenerator):
         self.temperature, self.top_p, self.seed = temperature, top_p, seed
         self.splice, self.fast_forward, self.mode, self.trace_alpha = splice, fast_forward, mode, trace_alpha
         self.draft_tags = draft_tags
-        self.adapter = adapter if isinstance(adapter, Adapter) else get_adapter(model.hf_tokenizer, adapter)
+        if isinstance(adapter, Adapter):
+            adapter.check_tokenizer(model.hf_tokenizer)
+            self.adapter = adapter
+        else:
+            self.adapter = get_adapter(model.hf_tokenizer, adapter)
         if granularity == "lines":
             self._lines = document.split("\n")
             upper = len(self._lines)
+            self._indices = CopyIndices.for_lines(upper)
         else:
             self._doc_ids = self.adapter.document_ids(document)
             upper = len(self._doc_ids)
+            # No token copy may start or end inside a character (it would not resolve).
+            self._indices = CopyIndices.for_tokens(self.adapter.token_pieces(document))
         self.compiled: CompiledGrammar = compile_grammar(model, upper, granularity)
         # Outlines' own processor for the same grammar: the stock path, for comparison.
         self.logits_processor = self.compiled.processor
@@ -349,7 +356,7 @@ class CaDGenerator(SteerableGenerator):
         stats = CaDStats(compile_seconds=self.compiled.compile_seconds,
                          tokenizer_setup_seconds=tokenizer_setup_seconds(self.model))
         constraint: ProgramConstraint | Unconstrained = (
-            ProgramConstraint(self.compiled) if constrained
+            ProgramConstraint(self.compiled, self._indices) if constrained
             else Unconstrained(self.compiled, self.adapter.eos_token_id))
         forced = None
         if force_program is not None:
