@@ -592,8 +592,8 @@ def _add_bench_fuzz(bench: argparse._SubParsersAction) -> None:
     p.add_argument("--runs", type=_positive, required=True, metavar="N", help="runs per preset")
     p.add_argument("--preset", nargs="+", default=["tiny-qwen", "tiny-deepseek-coder", "tiny-codellama"],
                    metavar="NAME", help="presets to fuzz (default: the three tiny ones)")
-    p.add_argument("--max-new-tokens", type=_positive, default=64, metavar="T",
-                   help="program-token budget per run (default: 64)")
+    p.add_argument("--max-new-tokens", type=_positive, default=48, metavar="T",
+                   help="program-token budget per run (default: 48)")
     p.add_argument("--no-bias", dest="bias", action="store_false",
                    help="sample without the bias towards closing gen bodies (bench/fuzz.py: ClosingBias)")
     p.add_argument("--threads", type=_positive, default=1, metavar="N",
@@ -605,9 +605,12 @@ def _add_bench_fuzz(bench: argparse._SubParsersAction) -> None:
 def _run_bench_fuzz(args: argparse.Namespace) -> int:
     from cad_outlines.bench.fuzz import format_fuzz, run_fuzz
 
+    from cad_outlines.bench._common import write_json
+
     report = run_fuzz(args.preset, args.runs, seed=args.seed, max_new_tokens=args.max_new_tokens,
                       bias=args.bias, threads=args.threads,
-                      progress=lambda line: print(line, file=sys.stderr, flush=True))
+                      progress=lambda line: print(line, file=sys.stderr, flush=True),
+                      checkpoint=(lambda partial: write_json(args.output, partial)) if args.output else None)
     _emit(args, report, format_fuzz(report))
     failures = sum(f["counts"]["failures"] for f in report["families"].values())
     return 1 if failures else 0

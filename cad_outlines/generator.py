@@ -173,6 +173,14 @@ class _Draft:
         self.cache = cache
         self.ids: deque[int] = deque()
         self.logits: deque[torch.Tensor] = deque()
+        # A sliding-window layer (Mistral, Qwen2 with use_sliding_window) drops the
+        # states that leave its window at every update, so once the window is full a
+        # draft could not be cropped from it. Recording keeps them until :meth:`trim`
+        # (attention still sees only the window: the layer's update returns just that).
+        self._windows = [layer for layer in getattr(cache, "layers", ())
+                         if getattr(layer, "is_sliding", False) and hasattr(layer, "activate_past_recording")]
+        for layer in self._windows:
+            layer.activate_past_recording()
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -202,6 +210,13 @@ class _Draft:
             self.cache.crop(-len(self.ids))  # a negative crop removes that many tokens
             self.ids.clear()
             self.logits.clear()
+
+    def trim(self) -> None:
+        """Drop the recorded states outside each sliding window (no draft may be pending)."""
+        assert not self.ids, "trimming would drop the states a pending draft's crop needs"
+        for layer in self._windows:
+            if layer.get_seq_length() >= layer.sliding_window:
+                layer.crop(0)  # past the window, crop(0) keeps just the window's states
 
 
 class CaDGenerator(SteerableGenerator):
@@ -489,6 +504,8 @@ class CaDGenerator(SteerableGenerator):
 
         The drafted tokens and the logits after each of them go to ``draft``.
         """
+        if draft is not None:
+            draft.trim()  # a forward starts with no unverified draft
         if not proposal:
             return self._forward(context, cache)
         assert draft is not None and not len(draft), "a forward starts with no unverified draft"

@@ -81,8 +81,8 @@ def adversarial_document(rng: random.Random, min_lines: int = 10, max_lines: int
             lines.append(rng.choice(UNICODE_LINES))
         elif kind < 0.8:
             lines.extend([""] * rng.randint(2, 6))  # a blank run
-        elif kind < 0.83:
-            lines.append("".join(rng.choice("ab <>/\u27e8é中 ") for _ in range(rng.randint(120, 600))))
+        elif kind < 0.82:
+            lines.append("".join(rng.choice("ab <>/\u27e8é中 ") for _ in range(rng.randint(120, 400))))
         else:
             lines.append(f"line {len(lines) + 1}: " + rng.choice(CODE_LINES + UNICODE_LINES))
     lines = lines[:count]
@@ -267,16 +267,20 @@ def run_case(model: Any, case: FuzzCase, *, max_new_tokens: int, bias: bool,
         problems=tuple(problems))
 
 
-def run_fuzz(presets: Sequence[str], runs: int, *, seed: int = 0, max_new_tokens: int = 64,
+def run_fuzz(presets: Sequence[str], runs: int, *, seed: int = 0, max_new_tokens: int = 48,
              bias: bool = True, min_lines: int = 10, max_lines: int = 300,
              threads: int | None = 1, progress: Callable[[str], None] | None = None,
+             checkpoint: Callable[[dict[str, Any]], None] | None = None,
              load_model: Callable[[str], Any] | None = None) -> dict[str, Any]:
     """Run ``runs`` sampled programs per preset and count what happened.
+
+    ``progress`` gets a line and ``checkpoint`` the report so far (``finished`` False)
+    every 50 runs, so a long campaign that is stopped keeps its counts.
 
     Returns
     -------
     dict
-        ``environment``, ``config`` and, per preset, the counts (``tried``,
+        ``environment``, ``config``, ``finished`` and, per preset, the counts (``tried``,
         ``complete``, ``incomplete``, ``failures``: exceptions + guarantee violations,
         ``with_gen``: complete programs holding a gen body, ``bad_copies``: reversed or
         out-of-range copies) and up to 20 failing cases with their options.
@@ -289,14 +293,17 @@ def run_fuzz(presets: Sequence[str], runs: int, *, seed: int = 0, max_new_tokens
                   bias=bias, min_lines=min_lines, max_lines=max_lines,
                   threads=threads)
     families: dict[str, Any] = {}
+    environment = _common.environment()  # recorded before the runs: the code that ran
+    report = dict(environment=environment, config=config, finished=False, families=families)
     with _common.torch_threads(threads):
         for preset in presets:
             model = load_model(preset)
-            counts = dict(tried=0, complete=0, incomplete=0, failures=0, exceptions=0,
+            counts: dict[str, Any] = dict(tried=0, complete=0, incomplete=0, failures=0, exceptions=0,
                           with_gen=0, bad_copies=0, copies=0, gens=0, program_tokens=0,
                           by_granularity={"lines": 0, "tokens": 0}, drafts_on=0)
             failing: list[dict[str, Any]] = []
             clock = time.perf_counter()
+            families[preset] = dict(counts=counts, failing=failing)
             for index in range(runs):
                 case = draw_case(preset, seed, index, min_lines, max_lines)
                 outcome = run_case(model, case, max_new_tokens=max_new_tokens,
@@ -321,12 +328,16 @@ def run_fuzz(presets: Sequence[str], runs: int, *, seed: int = 0, max_new_tokens
                     counts["with_gen"] += outcome.gens > 0
                 else:
                     counts["incomplete"] += 1
-                if progress is not None and (index + 1) % 50 == 0:
-                    progress(f"{preset}: {index + 1}/{runs} runs, {counts['complete']} complete, "
-                             f"{counts['failures']} failures, {time.perf_counter() - clock:.0f} s")
-            counts["seconds"] = round(time.perf_counter() - clock, 1)
-            families[preset] = dict(counts=counts, failing=failing)
-    return dict(environment=_common.environment(), config=config, families=families)
+                counts["seconds"] = round(time.perf_counter() - clock, 1)
+                if (index + 1) % 50 == 0:
+                    if progress is not None:
+                        progress(f"{preset}: {index + 1}/{runs} runs, {counts['complete']} complete, "
+                                 f"{counts['failures']} failures, {counts['seconds']:.0f} s")
+                    if checkpoint is not None:
+                        checkpoint(report)
+    report["finished"] = True
+    report["finished_utc"] = _common.environment()["date_utc"]
+    return report
 
 
 def format_fuzz(report: dict[str, Any]) -> str:
