@@ -60,6 +60,10 @@ class ForcedProgramError(ValueError):
     """A forced program that the document's constraint rejects."""
 
 
+class ContextLengthError(ValueError):
+    """A prompt that does not fit the model's context (``max_position_embeddings``)."""
+
+
 @dataclass
 class CaDStats:
     """Counts and wall-clock of one run.
@@ -385,6 +389,7 @@ class CaDGenerator(SteerableGenerator):
 
         prompt_ids = self.adapter.prompt_ids(self.document, instruction, self.granularity)
         stats.prompt_tokens = len(prompt_ids)
+        self._check_context(len(prompt_ids))
         cache = self._new_cache()
         draft = _Draft(cache) if self.draft_tags and constrained and self._can_draft else None
         proposal = self._propose(constraint, stats) if draft is not None else []
@@ -477,6 +482,21 @@ class CaDGenerator(SteerableGenerator):
         holder.append(CaDResult(document, constraint.text, list(constraint.ops), complete, stats, trace))
 
     # -- pieces of the loop ----------------------------------------------------------
+
+    def _check_context(self, prompt_tokens: int) -> None:
+        """Fail before any forward when the prompt leaves no position for the program.
+
+        Past ``max_position_embeddings`` a model's positions are untrained (or out of its
+        rotary table); decoding there would produce garbage, slowly.
+        """
+        config = self.hf_model.config
+        text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+        limit = getattr(text_config, "max_position_embeddings", None)
+        if isinstance(limit, int) and prompt_tokens >= limit:
+            raise ContextLengthError(
+                f"the prompt is {prompt_tokens} tokens but the model's context is {limit} positions "
+                f"(max_position_embeddings): the document ({len(self.document)} characters) is "
+                "too long for this model; split it or use a model with a longer context")
 
     def _new_cache(self) -> Any:
         from transformers import DynamicCache
