@@ -88,12 +88,13 @@ def test_splice_equivalence(preset):
     prompt = gen.adapter.prompt_ids(gen.document, "edit", "lines")
     tag = gen.adapter.encode('<program><copy lines="1-3"/>')
     span = gen.adapter.copy_ids(gen.document.split("\n")[:3])
-    one, many = gen._new_cache(), gen._new_cache()
-    gen._forward(prompt + tag, one)
-    gen._forward(prompt + tag, many)
-    spliced = gen._forward(span, one)
+    runner = gen.runner
+    one, many = runner.new_cache(), runner.new_cache()
+    runner.forward(prompt + tag, one)
+    runner.forward(prompt + tag, many)
+    spliced = runner.forward(span, one)
     for tid in span:
-        stepped = gen._forward([tid], many)
+        stepped = runner.forward([tid], many)
     assert one.get_seq_length() == many.get_seq_length() == len(prompt) + len(tag) + len(span)
     assert torch.max(torch.abs(spliced - stepped)).item() <= 1e-4
 
@@ -249,7 +250,7 @@ def test_prompt_longer_than_the_context_fails_before_any_forward(monkeypatch):
         raise AssertionError("a forward ran")
 
     gen = CaDGenerator(model, doc)
-    monkeypatch.setattr(gen, "_forward", no_forward)
+    monkeypatch.setattr(gen.runner, "forward", no_forward)
     with pytest.raises(ContextLengthError, match=r"the prompt is \d+ tokens but the model's context is 256"):
         gen.run("x")
     with pytest.raises(ContextLengthError):
