@@ -319,8 +319,9 @@ class ProgramConstraint:
         self._buffer[:n] = bits[:n]
         # uint8 0/1 viewed as bool: no copy, no allocation of a vocabulary-sized tensor.
         allowed = torch.from_numpy(self._buffer.view(np.bool_))
-        pending = self.pending
-        if pending.startswith("<c"):
+        # Tested in place: slicing out ``pending`` would copy a whole gen body each step.
+        if self.text.startswith("<c", self._op_end):
+            pending = self.pending
             allowed[self.compiled.table.crossing] = False
             if _CLOSING_RE.search(pending):
                 self._allow_exact_close(allowed, pending)
@@ -354,9 +355,12 @@ class ProgramConstraint:
 
         The run stops right after a completed copy tag: the splice comes next.
         """
+        run = self.matcher.compute_ff_tokens()
+        if not run:
+            return []
         pending = self.pending
         out: list[int] = []
-        for tid in self.matcher.compute_ff_tokens():
+        for tid in run:
             candidate = pending + self._piece(tid)
             tag = program.COPY_TAG_RE.search(candidate)
             if tag and tag.end() < len(candidate):
@@ -391,12 +395,19 @@ class ProgramConstraint:
         ValueError
             When the matcher rejects a token (names the token and the text so far).
         """
+        old_length = len(self.text)
         for tid in ids:
             if not self.matcher.consume_token(int(tid)):
                 raise ValueError(
                     f"token {int(tid)} rejected by the program grammar after "
                     f"{self.text[-60:]!r}: {self.matcher.get_error()}")
             self.text += self._decoder.decode(self.piece_bytes(tid))
+        if self.text.startswith(program.GEN_OPEN, self._op_end):
+            # Inside a gen body only a </gen> in the new text can end the op: look there
+            # alone, so a step costs the same at any body length.
+            tail = max(self._op_end + len(program.GEN_OPEN), old_length - len(program.GEN_CLOSE) + 1)
+            if self.text.find(program.GEN_CLOSE, tail) < 0:
+                return []
         new_ops, self._op_end = program.scan_ops(self.text, self._op_end, self.compiled.granularity)
         self.ops.extend(new_ops)
         return new_ops
