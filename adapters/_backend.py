@@ -213,10 +213,26 @@ def token_bytes_table(spec: dict, facts: BackendFacts, fallback: Any = None) -> 
                 table.append(bytes([int(m.group(1), 16)]))
             else:
                 table.append(tok.replace(SPM_SPACE, " ").encode("utf-8"))
+    elif facts.model_type == "WordPiece":
+        # "##b" continues a word and "b" starts one after an implied space: a token's
+        # text depends on its neighbours, so no token has bytes of its own.
+        raise AdapterError(
+            "WordPiece tokenizers are not supported: their tokens have no exact bytes "
+            "(spaces between words are implied, not tokens), and Copy-as-Decode splices "
+            "and decodes byte-exact token runs")
     else:
         for tok in strings:
-            table.append(b"" if tok is None or fallback is None else fallback(tok).encode("utf-8"))
+            table.append(b"" if tok is None or fallback is None else _fallback_bytes(fallback, tok))
     return table
+
+
+def _fallback_bytes(fallback: Any, token: str) -> bytes:
+    """One token's bytes through the tokenizer's ``convert_tokens_to_string``."""
+    try:
+        return fallback([token]).encode("utf-8")
+    except Exception as err:  # the backend's decoder raises its own types
+        raise AdapterError(f"cannot read the bytes of token {token!r} from the tokenizer's "
+                           f"decoder: {type(err).__name__}: {err}") from err
 
 
 def _strip_normalizer(node: dict | None) -> dict | None:

@@ -140,6 +140,27 @@ class Adapter:
         self._verify()
         self.literal_ids: dict[str, list[int]] = {lit: self.encode(lit) for lit in LITERALS}
 
+    def check_tokenizer(self, tokenizer: Any) -> None:
+        """Refuse to serve a model whose tokenizer is not this adapter's.
+
+        An adapter built for another tokenizer would feed the model another vocabulary's
+        ids. A different object with the same vocabulary (the same folder loaded twice)
+        is accepted.
+
+        Raises
+        ------
+        AdapterError
+            Naming both tokenizers when their vocabularies differ.
+        """
+        if tokenizer is self.tokenizer:
+            return
+        get_vocab = getattr(tokenizer, "get_vocab", None)
+        if get_vocab is None or get_vocab() != self.tokenizer.get_vocab():
+            raise AdapterError(
+                f"{self.name} adapter was built for {_describe(self.tokenizer)} and cannot serve "
+                f"{_describe(tokenizer)}: the vocabularies differ (pass adapter=None to detect "
+                "the model's own family, or an adapter built from the model's tokenizer)")
+
     # -- text ---------------------------------------------------------------------------
 
     def encode(self, text: str) -> list[int]:
@@ -355,3 +376,10 @@ class Adapter:
 def _instruction(prompt: str | Sequence[Mapping[str, str]]) -> str:
     """The instruction of a prompt: the text, or the conversation's last message."""
     return prompt if isinstance(prompt, str) else prompt[-1]["content"]
+
+
+def _describe(tokenizer: Any) -> str:
+    """A tokenizer's class, folder and size, for error messages."""
+    where = getattr(tokenizer, "name_or_path", "") or "?"
+    size = len(tokenizer) if hasattr(tokenizer, "__len__") else "?"
+    return f"{type(tokenizer).__name__}({where!r}, {size} tokens)"

@@ -8,9 +8,11 @@ the context in one forward.
 
 Two small automata are composed with the matcher's mask:
 
-* **index order** — the grammar bounds each index to ``1..n`` (a compact regex); once
-  the start index ``i`` of a copy is known, tokens that would make ``j < i`` are
-  removed, so every copy satisfies ``1 <= i <= j <= n``;
+* **index order** — the grammar bounds each index to ``1..n`` (a compact regex); every
+  token allowed inside a copy tag is checked against :class:`CopyIndices`: the tag it
+  extends must still be completable to one with ``i <= j`` whose start and end are
+  valid copy boundaries, so every copy satisfies ``1 <= i <= j <= n`` (and, in token
+  programs, never starts or ends inside a UTF-8 character);
 * **tag boundary** — inside a copy tag, tokens whose text runs past the tag's closing
   ``>`` (e.g. Qwen's ``"/><``) are removed, so a copy tag always ends on a token
   boundary and the splice lands exactly after it (the adapter's layout rule).
@@ -36,7 +38,117 @@ from .program import Op
 
 _COPY_CLOSE = program.COPY_CLOSE
 _CLOSING_RE = re.compile(r'<copy (?:lines|tokens)="\d+-\d+("/?)?\Z')
-_OPEN_COPY_RE = re.compile(r'<copy (?:lines|tokens)="(\d+)-(\d*)\Z')
+# A copy tag's text up to and including its indices (either may still be unfinished).
+_TAG_INDICES_RE = re.compile(r'<copy (?:lines|tokens)="(\d*)(?:(-)(\d*))?')
+
+
+class CopyIndices:
+    """Where a copy may start and end: ``lo <= i <= j <= hi``, at valid boundaries.
+
+    Line programs may start and end at every line. In token programs a copy must not
+    start or end inside a UTF-8 character (a token of a byte-fallback or byte-level
+    tokenizer can hold part of one), so only the tokens that start (end) on a character
+    boundary are valid starts (ends).
+
+    Parameters
+    ----------
+    lo, hi
+        The first and last index (``1..n`` for lines, ``0..T-1`` for tokens).
+    starts, ends
+        Per index ``lo..hi``: whether a copy may start (end) there; ``None``: everywhere.
+    """
+
+    def __init__(self, lo: int, hi: int, starts: Sequence[bool] | None = None,
+                 ends: Sequence[bool] | None = None):
+        self.lo, self.hi = lo, hi
+        self._starts = _counts(starts, hi - lo + 1)
+        self._ends = _counts(ends, hi - lo + 1)
+        # A start is only worth taking if some end can follow it.
+        self._last_end = hi if ends is None else lo + max(
+            (k for k, ok in enumerate(ends) if ok), default=-1)
+
+    @classmethod
+    def for_lines(cls, n: int) -> "CopyIndices":
+        """Lines ``1..n``, every one a valid start and end."""
+        return cls(1, n)
+
+    @classmethod
+    def for_tokens(cls, pieces: Sequence[bytes]) -> "CopyIndices":
+        """Tokens ``0..T-1`` of a document given by its per-token bytes."""
+        starts, ends = [], []
+        for piece in pieces:
+            # A continuation byte (0b10xxxxxx) cannot begin a character.
+            starts.append(not piece or piece[0] & 0xC0 != 0x80)
+        for k in range(len(pieces)):
+            ends.append(starts[k + 1] if k + 1 < len(pieces) else True)
+        return cls(0, len(pieces) - 1, starts, ends)
+
+    def can_start(self, digits: str, closes: bool) -> bool:
+        """Can a start index whose decimal form begins with ``digits`` be valid?
+
+        ``closes``: the number ends right after ``digits``.
+        """
+        return any(self._any(self._starts, a, b)
+                   for a, b in _extensions(digits, closes, self.lo, self._last_end))
+
+    def can_end(self, digits: str, closes: bool, start: int) -> bool:
+        """Can an end index beginning with ``digits`` be valid for a copy from ``start``?"""
+        return any(self._any(self._ends, a, b)
+                   for a, b in _extensions(digits, closes, max(start, self.lo), self.hi))
+
+    def allows(self, tag: str) -> bool:
+        """Whether the (partial) copy tag ``tag`` can still complete to a valid copy.
+
+        ``tag`` starts with ``<copy``; a tag that runs past its closing ``>`` is refused
+        (the splice must land right after it).
+        """
+        whole = program.COPY_TAG_RE.match(tag)
+        if whole and whole.end() < len(tag):
+            return False
+        match = _TAG_INDICES_RE.match(tag)
+        if match is None or not match.group(1):
+            return True  # no index yet: the grammar's own range bounds what follows
+        first, dash, second = match.groups()
+        if not dash:
+            return self.can_start(first, closes=match.end() < len(tag))
+        if not self.can_start(first, closes=True):
+            return False
+        if not second:
+            return True  # a valid start has a valid end after it (see _last_end)
+        return self.can_end(second, match.end() < len(tag), int(first))
+
+    def _any(self, counts: np.ndarray | None, a: int, b: int) -> bool:
+        if a > b:
+            return False
+        if counts is None:
+            return True
+        return bool(counts[b - self.lo + 1] - counts[a - self.lo] > 0)
+
+
+def _counts(flags: Sequence[bool] | None, size: int) -> np.ndarray | None:
+    """Prefix counts of ``flags`` (``None`` stays ``None``: every index is valid)."""
+    if flags is None:
+        return None
+    if len(flags) != size:
+        raise ValueError(f"expected {size} boundary flags, got {len(flags)}")
+    return np.concatenate([[0], np.cumsum(np.asarray(flags, dtype=np.int64))])
+
+
+def _extensions(digits: str, closes: bool, lo: int, hi: int) -> list[tuple[int, int]]:
+    """The ranges of integers in ``[lo, hi]`` whose decimal form starts with ``digits``.
+
+    ``closes``: the number is ``digits`` itself. The grammar has no leading zeros, so
+    ``"0"`` admits no extension.
+    """
+    value = int(digits)
+    ranges = [(max(lo, value), min(hi, value))]
+    if closes or digits.startswith("0"):
+        return ranges
+    scale = 10
+    while value * scale <= hi:
+        ranges.append((max(lo, value * scale), min(hi, value * scale + scale - 1)))
+        scale *= 10
+    return ranges
 
 
 @dataclass
@@ -50,9 +162,6 @@ class TokenTable:
     crossing
         Ids whose bytes hold a ``>`` before their last byte: inside a copy tag they
         would run past the tag's end.
-    digit_ids, digit_values, digit_closes
-        Ids whose bytes start with an ASCII digit; that digit run; whether other bytes
-        follow it (the number ends inside the token).
     closers
         Ids of the tokens spelling a piece of a copy tag's close (``"``, ``"/``,
         ``"/>``, ``/``, ``/>``, ``>``), by their bytes.
@@ -60,9 +169,6 @@ class TokenTable:
 
     vocab_size: int
     crossing: torch.Tensor
-    digit_ids: np.ndarray
-    digit_values: list[str]
-    digit_closes: np.ndarray
     closers: dict[bytes, int]
 
 
@@ -107,9 +213,6 @@ _CACHE = _TokenizerCache()
 def _token_table(llg_tokenizer: Any) -> TokenTable:
     vocab = llg_tokenizer.vocab_size
     crossing: list[int] = []
-    digit_ids: list[int] = []
-    digit_values: list[str] = []
-    digit_closes: list[bool] = []
     closers: dict[bytes, int] = {}
     close = _COPY_CLOSE.encode()
     pieces = {close[i:j] for i in range(len(close)) for j in range(i + 1, len(close) + 1)
@@ -121,13 +224,7 @@ def _token_table(llg_tokenizer: Any) -> TokenTable:
         gt = data.find(b">")
         if 0 <= gt < len(data) - 1:
             crossing.append(tid)
-        if data[:1].isdigit():
-            run = len(data) - len(data.lstrip(b"0123456789"))
-            digit_ids.append(tid)
-            digit_values.append(data[:run].decode())
-            digit_closes.append(run < len(data))
-    return TokenTable(vocab, torch.tensor(crossing, dtype=torch.long), np.array(digit_ids, dtype=np.int64),
-                      digit_values, np.array(digit_closes, dtype=bool), closers)
+    return TokenTable(vocab, torch.tensor(crossing, dtype=torch.long), closers)
 
 
 def compile_grammar(model: Any, upper: int, granularity: Granularity = "lines") -> CompiledGrammar:
@@ -174,15 +271,26 @@ class ProgramConstraint:
     ----------
     compiled
         From :func:`compile_grammar`.
+    indices
+        Where copies may start and end. Default: every index of ``compiled`` (right
+        for line programs; token programs pass :meth:`CopyIndices.for_tokens` so that
+        no copy splits a character).
     """
 
     accepts_end = False  # a forced program that runs out before </program> is an error
 
-    def __init__(self, compiled: CompiledGrammar):
+    def __init__(self, compiled: CompiledGrammar, indices: CopyIndices | None = None):
         import llguidance
         import llguidance.torch
 
         self.compiled = compiled
+        bounds = (1, compiled.upper) if compiled.granularity == "lines" else (0, compiled.upper - 1)
+        if indices is None:
+            indices = CopyIndices(*bounds)
+        elif (indices.lo, indices.hi) != bounds:
+            raise ValueError(f"copy indices {indices.lo}..{indices.hi} do not match the grammar's "
+                             f"{compiled.granularity} bound {compiled.upper}")
+        self.indices = indices
         self.matcher = llguidance.LLMatcher(compiled.llg_tokenizer, compiled.grammar_spec)
         if self.matcher.is_error():
             raise ValueError(f"grammar rejected by llguidance: {self.matcher.get_error()}")
@@ -211,14 +319,19 @@ class ProgramConstraint:
         self._buffer[:n] = bits[:n]
         # uint8 0/1 viewed as bool: no copy, no allocation of a vocabulary-sized tensor.
         allowed = torch.from_numpy(self._buffer.view(np.bool_))
-        pending = self.pending
-        if pending.startswith("<c"):
+        # Tested in place: slicing out ``pending`` would copy a whole gen body each step.
+        if self.text.startswith("<c", self._op_end):
+            pending = self.pending
             allowed[self.compiled.table.crossing] = False
-            match = _OPEN_COPY_RE.search(pending)
-            if match:
-                self._restrict_end_index(allowed, int(match.group(1)), match.group(2))
             if _CLOSING_RE.search(pending):
                 self._allow_exact_close(allowed, pending)
+            # Inside a copy tag only a few digit and close tokens are left: each is kept
+            # only if the tag it makes can still become a valid copy (index order,
+            # boundaries). This runs after the close pieces are added back, so those
+            # are checked too.
+            for tid in np.flatnonzero(self._buffer).tolist():
+                if not self.indices.allows(pending + self._piece(tid)):
+                    self._buffer[tid] = 0
         return allowed
 
     def _allow_exact_close(self, allowed: torch.Tensor, pending: str) -> None:
@@ -235,20 +348,6 @@ class ProgramConstraint:
             if tid is not None and tid < allowed.numel() and self.matcher.validate_tokens([tid]) == 1:
                 allowed[tid] = True
 
-    def _restrict_end_index(self, allowed: torch.Tensor, start: int, prefix: str) -> None:
-        """Remove tokens that would make the end index smaller than ``start``."""
-        table = self.compiled.table
-        hi = self.compiled.upper if self.compiled.granularity == "lines" else self.compiled.upper - 1
-        if prefix and int(prefix) < start:
-            # The number cannot end yet: only digit-led tokens may follow.
-            keep = torch.zeros_like(allowed)
-            keep[torch.from_numpy(table.digit_ids)] = True
-            allowed &= keep
-        bad = [tid for tid, digits, closes in zip(table.digit_ids, table.digit_values, table.digit_closes)
-               if not _end_index_feasible(prefix + digits, bool(closes), start, hi)]
-        if bad:
-            allowed[torch.tensor(bad, dtype=torch.long)] = False
-
     # -- advance ----------------------------------------------------------------------
 
     def forced(self) -> list[int]:
@@ -256,9 +355,12 @@ class ProgramConstraint:
 
         The run stops right after a completed copy tag: the splice comes next.
         """
+        run = self.matcher.compute_ff_tokens()
+        if not run:
+            return []
         pending = self.pending
         out: list[int] = []
-        for tid in self.matcher.compute_ff_tokens():
+        for tid in run:
             candidate = pending + self._piece(tid)
             tag = program.COPY_TAG_RE.search(candidate)
             if tag and tag.end() < len(candidate):
@@ -293,12 +395,19 @@ class ProgramConstraint:
         ValueError
             When the matcher rejects a token (names the token and the text so far).
         """
+        old_length = len(self.text)
         for tid in ids:
             if not self.matcher.consume_token(int(tid)):
                 raise ValueError(
                     f"token {int(tid)} rejected by the program grammar after "
                     f"{self.text[-60:]!r}: {self.matcher.get_error()}")
             self.text += self._decoder.decode(self.piece_bytes(tid))
+        if self.text.startswith(program.GEN_OPEN, self._op_end):
+            # Inside a gen body only a </gen> in the new text can end the op: look there
+            # alone, so a step costs the same at any body length.
+            tail = max(self._op_end + len(program.GEN_OPEN), old_length - len(program.GEN_CLOSE) + 1)
+            if self.text.find(program.GEN_CLOSE, tail) < 0:
+                return []
         new_ops, self._op_end = program.scan_ops(self.text, self._op_end, self.compiled.granularity)
         self.ops.extend(new_ops)
         return new_ops
@@ -307,24 +416,6 @@ class ProgramConstraint:
     def done(self) -> bool:
         """Whether the program is complete (``</program>`` consumed)."""
         return self.matcher.is_stopped() or self.text.endswith(program.PROGRAM_CLOSE)
-
-
-def _end_index_feasible(digits: str, closes: bool, start: int, hi: int) -> bool:
-    """Can an end index whose decimal form starts with ``digits`` satisfy start <= j <= hi?
-
-    ``closes``: the number ends right after ``digits``.
-    """
-    value = int(digits)
-    if closes or value > hi or digits.startswith("0"):
-        # A leading zero admits no extension (the grammar has no leading zeros).
-        return start <= value <= hi
-    # The largest extension of ``digits`` that stays <= hi.
-    best = value
-    scale = 10
-    while value * scale <= hi:
-        best = min(hi, value * scale + scale - 1)
-        scale *= 10
-    return best >= start
 
 
 class Unconstrained:

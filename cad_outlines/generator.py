@@ -32,8 +32,8 @@ from outlines.generator import SteerableGenerator
 
 from . import program
 from .adapters import Adapter, get_adapter
-from .constraint import (CompiledGrammar, ProgramConstraint, Unconstrained, compile_grammar,
-                         tokenizer_setup_seconds)
+from .constraint import (CompiledGrammar, CopyIndices, ProgramConstraint, Unconstrained,
+                         compile_grammar, tokenizer_setup_seconds)
 from .drafting import Drafter
 from .errors import InputError, ModelOutputError
 from .grammar import Granularity, load_grammar, specialize
@@ -65,6 +65,10 @@ class IncompleteProgramError(ModelOutputError, RuntimeError):
 
 class ForcedProgramError(InputError):
     """A forced program that the document's constraint rejects."""
+
+
+class ContextLengthError(ValueError):
+    """A prompt that does not fit the model's context (``max_position_embeddings``)."""
 
 
 @dataclass
@@ -180,6 +184,14 @@ class _Draft:
         self.runner, self.cache = runner, cache
         self.ids: deque[int] = deque()
         self.logits: deque[torch.Tensor] = deque()
+        # A sliding-window layer (Mistral, Qwen2 with use_sliding_window) drops the
+        # states that leave its window at every update, so once the window is full a
+        # draft could not be cropped from it. Recording keeps them until :meth:`trim`
+        # (attention still sees only the window: the layer's update returns just that).
+        self._windows = [layer for layer in getattr(cache, "layers", ())
+                         if getattr(layer, "is_sliding", False) and hasattr(layer, "activate_past_recording")]
+        for layer in self._windows:
+            layer.activate_past_recording()
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -209,6 +221,13 @@ class _Draft:
             self.runner.crop(self.cache, len(self.ids))
             self.ids.clear()
             self.logits.clear()
+
+    def trim(self) -> None:
+        """Drop the recorded states outside each sliding window (no draft may be pending)."""
+        assert not self.ids, "trimming would drop the states a pending draft's crop needs"
+        for layer in self._windows:
+            if layer.get_seq_length() >= layer.sliding_window:
+                layer.crop(0)  # past the window, crop(0) keeps just the window's states
 
 
 #: Options every call accepts (``editor(prompt, temperature=0.7)``); the constructor's
@@ -322,13 +341,20 @@ class CaDGenerator(SteerableGenerator):
         self.draft_tags = draft_tags
         self.prompt_template = (prompt_template if prompt_template is None or isinstance(prompt_template, PromptTemplate)
                                 else PromptTemplate(prompt_template))
-        self.adapter = adapter if isinstance(adapter, Adapter) else get_adapter(model.hf_tokenizer, adapter)
+        if isinstance(adapter, Adapter):
+            adapter.check_tokenizer(model.hf_tokenizer)
+            self.adapter = adapter
+        else:
+            self.adapter = get_adapter(model.hf_tokenizer, adapter)
         if granularity == "lines":
             self._lines = document.split("\n")
             upper = len(self._lines)
+            self._indices = CopyIndices.for_lines(upper)
         else:
             self._doc_ids = self.adapter.document_ids(document)
             upper = len(self._doc_ids)
+            # No token copy may start or end inside a character (it would not resolve).
+            self._indices = CopyIndices.for_tokens(self.adapter.token_pieces(document))
         self.compiled: CompiledGrammar = compile_grammar(model, upper, granularity)
         #: The model side of the loop (:mod:`.runner`); benchmarks pass an observed one.
         self.runner: Runner = runner if runner is not None else TransformersRunner(self.hf_model)
@@ -502,7 +528,7 @@ class CaDGenerator(SteerableGenerator):
         stats = CaDStats(compile_seconds=self.compiled.compile_seconds,
                          tokenizer_setup_seconds=tokenizer_setup_seconds(self.model))
         constraint: ProgramConstraint | Unconstrained = (
-            ProgramConstraint(self.compiled) if constrained
+            ProgramConstraint(self.compiled, self._indices) if constrained
             else Unconstrained(self.compiled, self.adapter.eos_token_id))
         forced = None
         if force_program is not None:
@@ -513,6 +539,7 @@ class CaDGenerator(SteerableGenerator):
 
         prompt_ids = self._prompt_ids(prompt)
         stats.prompt_tokens = len(prompt_ids)
+        self._check_context(len(prompt_ids))
         # The ids the model has seen (prompt + everything appended), for the repetition
         # penalty, as transformers' generate gives it; kept only when the sampler needs it.
         seen = list(prompt_ids) if sampler.needs_context else None
@@ -615,12 +642,27 @@ class CaDGenerator(SteerableGenerator):
 
     # -- pieces of the loop ----------------------------------------------------------
 
+    def _check_context(self, prompt_tokens: int) -> None:
+        """Fail before any forward when the prompt leaves no position for the program.
+
+        Past ``max_position_embeddings`` a model's positions are untrained (or out of its
+        rotary table); decoding there would produce garbage, slowly.
+        """
+        limit = getattr(self.runner, "max_positions", None)
+        if isinstance(limit, int) and prompt_tokens >= limit:
+            raise ContextLengthError(
+                f"the prompt is {prompt_tokens} tokens but the model's context is {limit} positions "
+                f"(max_position_embeddings): the document ({len(self.document)} characters) is "
+                "too long for this model; split it or use a model with a longer context")
+
     def _forward_drafted(self, context: Sequence[int], proposal: list[int], cache: Any,
                          draft: _Draft | None) -> torch.Tensor:
         """ONE forward over ``context`` + ``proposal``; the logits after ``context``.
 
         The drafted tokens and the logits after each of them go to ``draft``.
         """
+        if draft is not None:
+            draft.trim()  # a forward starts with no unverified draft
         if not proposal:
             return self.runner.forward(context, cache)
         assert draft is not None and not len(draft), "a forward starts with no unverified draft"

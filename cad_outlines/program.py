@@ -112,12 +112,21 @@ def parse(text: str, granularity: Granularity = "lines") -> list[Op]:
     ops: list[Op] = []
     for node in tree.children:
         if node.data == "copy":
-            start, end = (int(tok) for tok in node.children)
+            start, end = (_index(tok) for tok in node.children)
             ops.append(copy_cls(start, end))
         else:
             body = str(node.children[0])[len(GEN_OPEN):-len(GEN_CLOSE)]
             ops.append(Gen(escape.decode(body)))
     return ops
+
+
+def _index(token: lark.Token) -> int:
+    """A copy index as an int; one too long for Python's int conversion is a parse error."""
+    try:
+        return int(token)
+    except ValueError:  # over sys.get_int_max_str_digits() digits (4,300 by default)
+        raise ProgramParseError(f"copy index of {len(token)} digits is too long",
+                                token.start_pos) from None
 
 
 def render_op(op: Op) -> str:

@@ -136,6 +136,32 @@ def test_unrecognised_tokenizer_that_loses_text_is_rejected_naming_the_probe():
         get_adapter(tok)
 
 
+def test_wordpiece_tokenizer_is_refused_with_an_adapter_error():
+    """A BERT-style WordPiece tokenizer: a clear AdapterError, not the decoder's TypeError."""
+    vocab = {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "a": 3, "b": 4, "##b": 5, "<": 6, ">": 7}
+    wp = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    wp.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    wp.decoder = decoders.WordPiece()
+    tok = PreTrainedTokenizerFast(tokenizer_object=wp, unk_token="[UNK]", eos_token="[SEP]")
+    with pytest.raises(AdapterError, match="WordPiece tokenizers are not supported"):
+        get_adapter(tok)
+    with pytest.raises(AdapterError, match="WordPiece"):
+        detect_family(tok)
+
+
+def test_adapter_built_for_another_tokenizer_is_refused(toks, adapters):
+    """A CodeLlama adapter on a Qwen model would feed CodeLlama ids to Qwen."""
+    from cad_outlines.generator import CaDGenerator
+    from conftest import tiny_model
+
+    model = tiny_model("tiny-qwen")
+    with pytest.raises(AdapterError, match=r"codellama adapter was built for .* cannot serve"):
+        CaDGenerator(model, "a\nb\n", adapter=adapters["codellama"])
+    adapters["qwen"].check_tokenizer(model.hf_tokenizer)  # same folder, another object: fine
+    with pytest.raises(AdapterError, match="the vocabularies differ"):
+        adapters["deepseek-coder"].check_tokenizer(toks["codellama"])
+
+
 def test_load_tokenizer_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="tokenizer folder not found"):
         load_tokenizer(tmp_path / "absent")

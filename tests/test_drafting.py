@@ -223,3 +223,47 @@ def test_an_observed_runner_sees_every_forward_and_changes_nothing():
     assert len(seen) == watched.stats.forward_passes == plain.stats.forward_passes
     assert watched.stats.draft_tokens == plain.stats.draft_tokens > 0  # drafting stays on
     assert any(rows > 1 for _, rows in seen)  # drafted forwards return several rows
+
+
+# sliding-window models ----------------------------------------------------------------
+
+def _window_model(kind):
+    """A tiny Qwen2 (use_sliding_window) or Mistral with a 16-token window (seeded)."""
+    import outlines
+    from transformers import (AutoTokenizer, MistralConfig, MistralForCausalLM, Qwen2Config,
+                              Qwen2ForCausalLM)
+
+    from conftest import FIXTURES
+
+    tok = AutoTokenizer.from_pretrained(str(FIXTURES / "tokenizers" / "qwen"))
+    shape = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                 num_key_value_heads=1, vocab_size=len(tok), sliding_window=16)
+    if kind == "qwen2":
+        config, cls = Qwen2Config(**shape, use_sliding_window=True, max_window_layers=0), Qwen2ForCausalLM
+    else:
+        config, cls = MistralConfig(**shape), MistralForCausalLM
+    torch.manual_seed(0)
+    return outlines.from_transformers(cls(config).eval(), tok)
+
+
+@pytest.mark.parametrize("kind", ["qwen2", "mistral"])
+def test_sliding_window_models_draft_past_the_window(kind):
+    """The prompt is far past the 16-token window: a rejected draft is cropped from the
+    window layers (this raised "crop was called, but the current layer does not track past
+    states"), and drafts change neither the program nor the tokens chosen."""
+    model = _window_model(kind)
+    doc = "".join(f"line {i}\n" for i in range(30))
+    gold = doc.replace("line 7\n", "line seven\n").replace("line 20\n", "")
+    ops = oracle_program(doc, gold)
+    gen = CaDGenerator(model, doc)
+    assert any(getattr(layer, "is_sliding", False) for layer in gen.runner.new_cache().layers)
+    forced = gen.run("x", force_program=ops)
+    assert forced.document == gold and forced.stats.prompt_tokens > 16
+    assert forced.stats.draft_tokens > forced.stats.draft_accepted > 0  # some drafts were cropped
+    plain = CaDGenerator(model, doc, draft_tags=False).run("x", force_program=ops)
+    assert plain.program == forced.program
+    for seed in range(3):  # sampled: the same draws with and without drafts
+        runs = [CaDGenerator(model, doc, temperature=1.0, seed=seed, max_new_tokens=40,
+                             draft_tags=draft).run("x") for draft in (False, True)]
+        assert runs[0].program == runs[1].program
+        assert runs[0].stats.decoded_tokens == runs[1].stats.decoded_tokens

@@ -239,6 +239,27 @@ def test_large_document_bounds(preset):
     assert texts and all(t[:1] in (b"5", b"6") for t in texts), texts
 
 
+def test_prompt_longer_than_the_context_fails_before_any_forward(monkeypatch):
+    """A prompt past max_position_embeddings is refused before the first forward."""
+    from cad_outlines.generator import ContextLengthError
+
+    model = tiny_model("tiny-codellama")
+    doc = "".join(f"line {i}\n" for i in range(200))
+    monkeypatch.setattr(model.model.config, "max_position_embeddings", 256)
+
+    def no_forward(*args, **kwargs):
+        raise AssertionError("a forward ran")
+
+    gen = CaDGenerator(model, doc)
+    monkeypatch.setattr(gen.runner, "forward", no_forward)
+    with pytest.raises(ContextLengthError, match=r"the prompt is \d+ tokens but the model's context is 256"):
+        gen.run("x")
+    with pytest.raises(ContextLengthError):
+        gen.regenerate("x")
+    monkeypatch.undo()
+    assert CaDGenerator(model, "a\nb").run("x", force_program='<program><copy lines="1-2"/></program>').document == "a\nb"
+
+
 # budget, streaming, baseline, token granularity --------------------------------------
 
 def test_budget_exhaustion_returns_complete_ops_only():

@@ -185,3 +185,13 @@ def test_outlines_core_builds_an_index_and_walks_a_program():
     for ch in '<program><copy lines="1':
         guide.advance(pieces.index(ch), return_tokens=False)
     assert pieces.index("2") in guide.get_tokens() and pieces.index("3") not in guide.get_tokens()
+
+
+@pytest.mark.parametrize("granularity", ["lines", "tokens"])
+def test_huge_index_is_a_parse_error(granularity):
+    """An index over Python's int-digit limit (4,300) is a ProgramParseError at its offset."""
+    head = f'<program><copy {granularity}="1-'
+    text = head + "9" * 5000 + '"/></program>'
+    with pytest.raises(ProgramParseError) as err:
+        parse(text, granularity)
+    assert err.value.offset == len(head) and "5000 digits" in str(err.value)

@@ -11,6 +11,7 @@ the parser is cheap.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any, Callable
 
 from cad_outlines.cli import UsageError, load_cases
@@ -342,6 +343,44 @@ def _run_bench_perturb(args: argparse.Namespace) -> int:
 
 
 _BENCH_COMMANDS.append(_add_bench_perturb)
+
+
+def _add_bench_fuzz(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser(
+        "fuzz",
+        help="sample programs freely on adversarial documents and check every guarantee",
+        description="Sample N programs per preset (temperature 0.7-3, top_p < 1 and = 1, "
+                    "lines and tokens, drafts on and off) on adversarial documents and count "
+                    "complete / incomplete runs, exceptions and reversed or out-of-range "
+                    "copies; see docs/reliability.md.")
+    p.add_argument("--runs", type=_positive, required=True, metavar="N", help="runs per preset")
+    p.add_argument("--preset", nargs="+", default=["tiny-qwen", "tiny-deepseek-coder", "tiny-codellama"],
+                   metavar="NAME", help="presets to fuzz (default: the three tiny ones)")
+    p.add_argument("--max-new-tokens", type=_positive, default=48, metavar="T",
+                   help="program-token budget per run (default: 48)")
+    p.add_argument("--no-bias", dest="bias", action="store_false",
+                   help="sample without the bias towards closing gen bodies (bench/fuzz.py: ClosingBias)")
+    p.add_argument("--threads", type=_positive, default=1, metavar="N",
+                   help="torch intra-op threads (default: 1)")
+    _add_output_args(p, plot=False)
+    p.set_defaults(func=_run_bench_fuzz)
+
+
+def _run_bench_fuzz(args: argparse.Namespace) -> int:
+    from cad_outlines.bench.fuzz import format_fuzz, run_fuzz
+
+    from cad_outlines.bench._common import write_json
+
+    report = run_fuzz(args.preset, args.runs, seed=args.seed, max_new_tokens=args.max_new_tokens,
+                      bias=args.bias, threads=args.threads,
+                      progress=lambda line: print(line, file=sys.stderr, flush=True),
+                      checkpoint=(lambda partial: write_json(args.output, partial)) if args.output else None)
+    _emit(args, report, format_fuzz(report))
+    failures = sum(f["counts"]["failures"] for f in report["families"].values())
+    return 1 if failures else 0
+
+
+_BENCH_COMMANDS.append(_add_bench_fuzz)
 
 
 def _add_bench_all(bench: argparse._SubParsersAction) -> None:
