@@ -220,6 +220,56 @@ def _run_ceiling(args: argparse.Namespace) -> int:
 _COMMANDS.append(_add_ceiling)
 
 
+def _add_sft(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sft", help="training data in the decode layout",
+                       description="Supervised fine-tuning data for Copy-as-Decode.")
+    sft = p.add_subparsers(dest="sft_command", required=True, metavar="ACTION")
+    b = sft.add_parser(
+        "build",
+        help="one training row per corpus case: prompt + oracle program with spliced copies",
+        description="For each case of CORPUS: the adapter's prompt for (doc, instruction), the "
+                    "oracle program, and the exact ids the decode loop feeds a model for them "
+                    "(copy spans spliced after their tags) with labels -100 on prompt and spliced "
+                    "tokens. Writes JSONL of {id, instruction, prompt, program, input_ids, labels} "
+                    "atomically; see docs/sft.md.")
+    b.add_argument("corpus", metavar="CORPUS.jsonl",
+                   help='JSONL of {"id", "doc", "gold"} (+ "instruction", used when present)')
+    b.add_argument("--tokenizer", metavar="DIR", required=True, help="Hugging Face tokenizer folder")
+    b.add_argument("--granularity", choices=["lines", "tokens"], default="lines")
+    b.add_argument("--cost-aware", action="store_true",
+                   help="lines: generate a copy's text when its tag takes more tokens")
+    b.add_argument("--max-tokens", type=_positive, default=None, metavar="N",
+                   help="skip cases whose row is longer than N ids")
+    b.add_argument("--adapter", default=None, metavar="NAME", help="adapter family (default: detect)")
+    b.add_argument("-o", "--output", required=True, metavar="OUT.jsonl", help="rows (written atomically)")
+    b.add_argument("--messages", metavar="OUT.jsonl",
+                   help='also write {"messages": [user, assistant]} rows for TRL\'s SFTTrainer')
+    b.set_defaults(func=_run_sft_build)
+
+
+def _run_sft_build(args: argparse.Namespace) -> int:
+    from cad_outlines.adapters import load_tokenizer
+    from cad_outlines.corpus import load_corpus
+    from cad_outlines.sft import RowBuilder, build_rows, write_rows
+
+    if args.cost_aware and args.granularity != "lines":
+        raise UsageError("--cost-aware is for --granularity lines only")
+    cases = load_corpus(args.corpus)
+    builder = RowBuilder(load_tokenizer(args.tokenizer), args.granularity, args.adapter)
+    rows, skipped = [], []
+    for item in build_rows(cases, builder, cost_aware=args.cost_aware, max_tokens=args.max_tokens,
+                           progress=True):
+        (skipped if isinstance(item, tuple) else rows).append(item)
+    write_rows(rows, args.output, args.messages)
+    for case_id, reason in skipped:
+        print(f"cad-outlines sft build: skipped {case_id}: {reason}", file=sys.stderr)
+    print(f"{len(rows)} row(s) written to {args.output}; {len(skipped)} skipped", file=sys.stderr)
+    return 0
+
+
+_COMMANDS.append(_add_sft)
+
+
 # --- demo | edit: the main job ---------------------------------------------------------
 
 
