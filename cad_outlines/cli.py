@@ -101,8 +101,12 @@ def _add_apply(sub: argparse._SubParsersAction) -> None:
         description="Resolve PROGRAM (program text, e.g. from `cad-outlines oracle`) "
                     "against DOC and print the edited document, or write it atomically "
                     "to OUT. Token programs (<copy tokens=...>) need --tokenizer.")
-    p.add_argument("program", metavar="PROGRAM", help="program text file")
+    p.add_argument("program", metavar="PROGRAM", nargs="?",
+                   help="program text file (omit with --from-reply)")
     p.add_argument("doc", metavar="DOC", help="the document the program edits")
+    p.add_argument("--from-reply", metavar="REPLY.txt",
+                   help="read the program from a chat model's reply instead (found and read "
+                        "leniently where unambiguous; see docs/text-mode.md)")
     p.add_argument("--mode", choices=["strict", "clipped"], default="strict",
                    help="strict: bad copy ranges are errors (default); clipped: repair "
                         "them with a warning")
@@ -121,6 +125,10 @@ def _run_apply(args: argparse.Namespace) -> int:
     from cad_outlines.program import COPY_OPEN, ProgramParseError, parse
     from cad_outlines.resolver import resolve
 
+    if args.from_reply:
+        return _run_apply_reply(args)
+    if not args.program:
+        raise UsageError("give PROGRAM or --from-reply REPLY.txt")
     text = read_text(args.program)
     # Gen bodies are escaped, so the copy opener can only be an op.
     granularity = "tokens" if COPY_OPEN["tokens"] in text else "lines"
@@ -145,6 +153,25 @@ def _run_apply(args: argparse.Namespace) -> int:
         atomic_write(args.output, result)
     else:
         _write_stdout(result)
+    return 0
+
+
+def _run_apply_reply(args: argparse.Namespace) -> int:
+    from cad_outlines.files import atomic_write, read_text
+    from cad_outlines.text import ReplyError, apply_reply
+
+    if args.program:
+        raise UsageError("give either PROGRAM or --from-reply, not both")
+    try:
+        result = apply_reply(read_text(args.from_reply), read_text(args.doc), args.mode)
+    except ReplyError as err:
+        raise UsageError(f"{args.from_reply}: {err}") from None
+    for note in (*result.repairs, *result.warnings):
+        print(f"cad-outlines apply: {args.from_reply}: {note}", file=sys.stderr)
+    if args.output:
+        atomic_write(args.output, result.document)
+    else:
+        _write_stdout(result.document)
     return 0
 
 
