@@ -76,6 +76,7 @@ class LearnConfig:
     patience: int = 400  # steps without a 2 % better smoothed loss before stopping
     max_new_tokens: int = 160  # decode budget per edit, both models
     threads: int = 1
+    models: tuple[str, ...] = ("cad", "regen")  # which of the two models to train
 
     @classmethod
     def tiny(cls, **overrides: Any) -> "LearnConfig":
@@ -364,7 +365,11 @@ def _run(cfg: LearnConfig, progress: bool) -> dict[str, Any]:
     train_cases, held = make_cases(cfg)
     tok = build_tokenizer(train_cases, cfg.vocab_target)
     builder = RowBuilder(tok)
-    sets = {"cad": cad_rows(train_cases, builder), "regen": regen_rows(train_cases, builder)}
+    unknown = set(cfg.models) - {"cad", "regen"}
+    if unknown:
+        raise ValueError(f"unknown model kind(s) {sorted(unknown)}; choose from 'cad', 'regen'")
+    makers = {"cad": cad_rows, "regen": regen_rows}
+    sets = {kind: makers[kind](train_cases, builder) for kind in cfg.models}
     data_seconds = time.perf_counter() - t0
     longest = max(rows.longest for rows in sets.values()) + cfg.max_new_tokens
     report: dict[str, Any] = {
