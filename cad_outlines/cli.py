@@ -462,7 +462,7 @@ def _add_bench_learn(bench: argparse._SubParsersAction) -> None:
                     "loop (model-chosen constrained programs vs unconstrained regeneration, same "
                     "budget); see docs/learn.md.")
     p.add_argument("--steps", type=_positive, default=None, metavar="N",
-                   help="training steps per model, at most (early stop; default: 2000, 150 with --tiny)")
+                   help="training steps per model, at most (early stop; default: 1600, 150 with --tiny)")
     p.add_argument("--eval", type=_positive, default=None, metavar="N", dest="eval_cases",
                    help="held-out edits decoded per model (default: 100; 6 with --tiny)")
     p.add_argument("--threads", type=_positive, default=1, metavar="N",

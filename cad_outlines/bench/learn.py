@@ -16,8 +16,8 @@ only the target differs.
 
 The task
 --------
-Files of ``min_lines..max_lines`` short, distinct Python-like statements over a few
-identifiers; one edit per case, stated with line numbers, as in the prompt's numbered
+Files of ``min_lines..max_lines`` short, distinct, indented Python-like statements over
+a few identifiers; one edit per case, stated with line numbers, as in the prompt's numbered
 view: ``delete line k``, ``replace line k with: TEXT``, ``insert after line k: TEXT``.
 A warm-up share of *identity* edits (``keep the file unchanged``) teaches both models to
 copy first (the curriculum): they are most of the first ``warmup_share`` of the steps
@@ -50,6 +50,7 @@ from ._common import environment
 __all__ = ["LearnConfig", "format_table", "make_cases", "run"]
 
 EOS, PAD = "<|endoftext|>", "<|pad|>"
+INDENT = "    "
 _NAMES = ("x", "y", "z", "n", "total", "count")
 _TEMPLATES = ("{a} = {b} + {k}", "{a} = {b} * {k}", "{a} = {k}", "print({a})", "return {a}",
               "{a} += {k}", "if {a} > {k}:", "del {a}")
@@ -64,7 +65,7 @@ class LearnConfig:
     eval_cases: int = 100
     min_lines: int = 4
     max_lines: int = 8
-    steps: int = 2000  # per model (an upper bound: early stop)
+    steps: int = 1600  # per model (an upper bound: early stop)
     warmup_share: float = 0.15  # first share of steps: mostly identity edits
     identity_share: float = 0.1  # identity edits after the warm-up
     batch_size: int = 16
@@ -73,7 +74,9 @@ class LearnConfig:
     layers: int = 2
     heads: int = 4
     vocab_target: int = 384
-    patience: int = 400  # steps without a 2 % better smoothed loss before stopping
+    patience: int = 400  # steps without a 2 % better smoothed loss before stopping ...
+    min_share: float = 0.5  # ... but never before this share of the steps (a plateau
+    # often precedes the drop where a small model learns to copy)
     max_new_tokens: int = 160  # decode budget per edit, both models
     threads: int = 1
     models: tuple[str, ...] = ("cad", "regen")  # which of the two models to train
@@ -92,7 +95,10 @@ class LearnConfig:
 
 def _line(rng: random.Random) -> str:
     a, b = rng.sample(_NAMES, 2)
-    return rng.choice(_TEMPLATES).format(a=a, b=b, k=rng.randint(0, 9))
+    # Indented, as in a function body: then every word is the same token in the prompt's
+    # numbered view ("3|     x = 1") and in the file (" x" after the indent), so copying a
+    # line is copying tokens (at a line start "x" and " x" would be different tokens).
+    return INDENT + rng.choice(_TEMPLATES).format(a=a, b=b, k=rng.randint(0, 9))
 
 
 def _lines(rng: random.Random, n: int, avoid: set[str] = frozenset()) -> list[str]:
@@ -115,9 +121,9 @@ def make_case(rng: random.Random, cfg: LearnConfig, kind: str, case_id: str) -> 
     elif kind == "delete":
         gold_lines, instruction = lines[:k - 1] + lines[k:], f"delete line {k}"
     elif kind == "replace":
-        gold_lines, instruction = lines[:k - 1] + [new] + lines[k:], f"replace line {k} with: {new}"
+        gold_lines, instruction = lines[:k - 1] + [new] + lines[k:], f"replace line {k} with: {new.strip()}"
     elif kind == "insert":
-        gold_lines, instruction = lines[:k] + [new] + lines[k:], f"insert after line {k}: {new}"
+        gold_lines, instruction = lines[:k] + [new] + lines[k:], f"insert after line {k}: {new.strip()}"
     else:
         raise ValueError(f"unknown edit kind {kind!r}")
     return Case(case_id, doc, "\n".join(gold_lines) + "\n", {"instruction": instruction, "kind": kind})
@@ -261,7 +267,7 @@ def train(model: Any, rows: _Rows, pad_id: int, cfg: LearnConfig, name: str,
         if step >= warmup_steps:
             if ema < best * 0.98:
                 best, best_step = ema, step
-            elif step - best_step >= cfg.patience:
+            elif step - best_step >= cfg.patience and step >= cfg.steps * cfg.min_share:
                 stopped_at = step + 1
                 break
         if step % 20 == 0:
