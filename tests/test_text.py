@@ -156,3 +156,15 @@ def test_cli_apply_from_reply(tmp_path, capsys):
     assert main(["apply", "--from-reply", str(reply), str(doc)]) == 2
     assert "holds no <program>" in capsys.readouterr().err
     assert main(["apply", str(doc)]) == 2  # neither PROGRAM nor --from-reply
+
+
+def test_the_example_in_docs_text_mode_reads_as_shown():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "docs" / "text-mode.md").read_text(encoding="utf-8")
+    reply = re.search(r"````text\n(.*?)````", text, re.S).group(1)
+    result = apply_reply(reply, DOC)
+    assert result.document == GOLD
+    shown = re.search(r"on stderr:\n\n```\n(.*?)```", text, re.S).group(1).splitlines()
+    assert [line.split(": ", 2)[2] for line in shown] == list(result.repairs)
