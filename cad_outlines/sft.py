@@ -4,9 +4,9 @@ A row is one edit: the adapter's prompt for ``(doc, instruction)`` followed by t
 program, with every copy tag followed by the ids the loop splices after it
 (``adapter.copy_ids(lines)``, the adapter's layout rule). The row is not assembled by a
 second tokenizing routine: :func:`build_row` teacher-forces the one decode loop
-(:class:`~cad_outlines.generator.CaDGenerator`) on the oracle program against a
-*recording* model — a stand-in that keeps the ids of every forward and returns zero
-logits — so ``input_ids`` is, id for id and position for position, what a real model's
+(:class:`~cad_outlines.generator.CaDGenerator`) on the oracle program with a *recording*
+runner in place of a model (:mod:`cad_outlines.runner`: it keeps the ids of every forward
+and returns zero logits), so ``input_ids`` is, id for id and position for position, what a real model's
 KV cache holds after the loop has produced that program (prompt, chosen tokens,
 grammar-forced runs, spliced spans). Drafts are off while recording: they change how many
 forwards run, never the ids that stay in the cache.
@@ -39,7 +39,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any, Iterable, Iterator, Sequence
 
 import torch
@@ -93,11 +92,6 @@ class SFTRow:
     labels: list[int]
     user_content: str
 
-    @property
-    def prompt_length(self) -> int:
-        """Number of prompt ids (the leading ids with no loss)."""
-        return next((i for i, lab in enumerate(self.labels) if lab != IGNORE), len(self.labels))
-
     def to_json(self) -> dict[str, Any]:
         """The JSONL record: ``id``, ``instruction``, ``prompt``, ``program``, ``input_ids``, ``labels``."""
         return {"id": self.id, "instruction": self.instruction, "prompt": self.prompt,
@@ -110,28 +104,25 @@ def chat_messages(row: SFTRow) -> dict[str, list[dict[str, str]]]:
                          {"role": "assistant", "content": row.program}]}
 
 
-class _RecordingLM(torch.nn.Module):
-    """A stand-in causal LM: records the ids of every forward, returns zero logits.
+class _RecordingRunner:
+    """A :class:`~cad_outlines.runner.Runner` with no model: it records the ids of every
+    forward and returns zero logits (a teacher-forced loop never reads them)."""
 
-    It exposes what :class:`~cad_outlines.generator.CaDGenerator` reads from a
-    transformers model (``forward(input_ids, use_cache, logits_to_keep,
-    past_key_values)``, ``get_output_embeddings``, ``config``), nothing more.
-    """
+    device = torch.device("cpu")
 
     def __init__(self, vocab_size: int):
-        super().__init__()
-        self.config = None  # DynamicCache(config=None): a plain cache, never filled
-        self.head = torch.nn.Linear(1, vocab_size, bias=False, device="meta")
-        self.anchor = torch.nn.Parameter(torch.zeros(1))  # the device the loop reads
+        self.vocab_size = vocab_size
         self.fed: list[int] = []
 
-    def get_output_embeddings(self) -> torch.nn.Module:
-        return self.head
+    def new_cache(self) -> None:
+        return None
 
-    def forward(self, input_ids: torch.Tensor, use_cache: bool = True, logits_to_keep: int = 1,
-                past_key_values: Any = None) -> Any:
-        self.fed.extend(int(t) for t in input_ids[0])
-        return SimpleNamespace(logits=torch.zeros(1, logits_to_keep, self.head.out_features))
+    def forward(self, ids: Sequence[int], cache: Any, rows: int = 1) -> torch.Tensor:
+        self.fed.extend(int(t) for t in ids)
+        return torch.zeros(self.vocab_size) if rows == 1 else torch.zeros(rows, self.vocab_size)
+
+    def crop(self, cache: Any, n: int) -> None:
+        raise AssertionError("the recording loop runs without drafts; nothing is cropped")
 
 
 class RowBuilder:
@@ -156,8 +147,10 @@ class RowBuilder:
         self.tokenizer = tokenizer
         self.granularity: Granularity = granularity
         self.adapter = adapter if isinstance(adapter, Adapter) else get_adapter(tokenizer, adapter)
-        self._lm = _RecordingLM(max(len(tokenizer), len(self.adapter._bytes)))
-        self._model = Transformers(self._lm, tokenizer)
+        self._runner = _RecordingRunner(max(len(tokenizer), self.adapter.facts.vocab_size))
+        # The Outlines wrapper carries the tokenizer to the grammar compiler; no model is
+        # needed behind it, the recording runner stands in for the forwards.
+        self._model = Transformers(None, tokenizer)
 
     def oracle(self, doc: str, gold: str, *, cost_aware: bool = False, min_span: int = 8) -> list[Op]:
         """The oracle program of ``doc -> gold`` at this builder's granularity."""
@@ -187,14 +180,14 @@ class RowBuilder:
         from .generator import CaDGenerator, ForcedProgramError
 
         text = target if isinstance(target, str) else program.render(target)
-        self._lm.fed = []
+        self._runner.fed = []
         gen = CaDGenerator(self._model, doc, granularity=self.granularity, adapter=self.adapter,
-                           max_new_tokens=1 << 30, draft_tags=False)
+                           max_new_tokens=1 << 30, draft_tags=False, runner=self._runner)
         try:
             result = gen.run(instruction, force_program=text)
         except (ForcedProgramError, ValueError) as err:
             raise SFTError(f"case {case_id or '?'}: the program does not decode: {err}") from err
-        fed = list(self._lm.fed)
+        fed = list(self._runner.fed)
         prompt_ids = self.adapter.prompt_ids(doc, instruction, self.granularity)
         labels = self._labels(fed, prompt_ids, self._spans(doc, result.ops), case_id)
         tail = self._tail(fed, labels, result.program, result.stats.program_tokens, case_id)
