@@ -18,7 +18,7 @@ def test_cases_are_seeded_and_held_out_documents_are_new():
 
 
 def test_tiny_run_constrained_programs_always_parse_and_resolve():
-    cfg = LearnConfig.tiny(models=("cad",), steps=100, batch_size=8, train_cases=100, eval_cases=8)
+    cfg = LearnConfig.tiny(models=("cad",), steps=300, batch_size=8, train_cases=100, eval_cases=8)
     report = run(cfg, progress=False)
     cad = report["models"]["cad"]
     ev, tr = cad["eval"], cad["train"]
