@@ -122,7 +122,7 @@ class _RecordingRunner:
         return torch.zeros(self.vocab_size) if rows == 1 else torch.zeros(rows, self.vocab_size)
 
     def crop(self, cache: Any, n: int) -> None:
-        raise AssertionError("the recording loop runs without drafts; nothing is cropped")
+        raise RuntimeError("the recording loop runs without drafts; nothing is ever cropped")
 
 
 class RowBuilder:
