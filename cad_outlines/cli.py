@@ -174,8 +174,12 @@ def _add_apply(sub: argparse._SubParsersAction) -> None:
         description="Resolve PROGRAM (program text, e.g. from `cad-outlines oracle`) "
                     "against DOC and print the edited document, or write it atomically "
                     "to OUT. Token programs (<copy tokens=...>) need --tokenizer.")
-    p.add_argument("program", metavar="PROGRAM", help="program text file")
+    p.add_argument("program", metavar="PROGRAM", nargs="?",
+                   help="program text file (omit with --from-reply)")
     p.add_argument("doc", metavar="DOC", help="the document the program edits")
+    p.add_argument("--from-reply", metavar="REPLY.txt",
+                   help="read the program from a chat model's reply instead (found and read "
+                        "leniently where unambiguous; see docs/text-mode.md)")
     p.add_argument("--mode", choices=["strict", "clipped"], default="strict",
                    help="strict: bad copy ranges are errors (default); clipped: repair "
                         "them with a warning")
@@ -194,6 +198,10 @@ def _run_apply(args: argparse.Namespace) -> int:
     from cad_outlines.program import COPY_OPEN, ProgramParseError, parse
     from cad_outlines.resolver import resolve
 
+    if args.from_reply:
+        return _run_apply_reply(args)
+    if not args.program:
+        raise UsageError("give PROGRAM or --from-reply REPLY.txt")
     text = read_text(args.program)
     # Gen bodies are escaped, so the copy opener can only be an op.
     granularity = "tokens" if COPY_OPEN["tokens"] in text else "lines"
@@ -218,6 +226,25 @@ def _run_apply(args: argparse.Namespace) -> int:
         atomic_write(args.output, result)
     else:
         _write_stdout(result)
+    return 0
+
+
+def _run_apply_reply(args: argparse.Namespace) -> int:
+    from cad_outlines.files import atomic_write, read_text
+    from cad_outlines.text import ReplyError, apply_reply
+
+    if args.program:
+        raise UsageError("give either PROGRAM or --from-reply, not both")
+    try:
+        result = apply_reply(read_text(args.from_reply), read_text(args.doc), args.mode)
+    except ReplyError as err:
+        raise UsageError(f"{args.from_reply}: {err}") from None
+    for note in (*result.repairs, *result.warnings):
+        print(f"cad-outlines apply: {args.from_reply}: {note}", file=sys.stderr)
+    if args.output:
+        atomic_write(args.output, result.document)
+    else:
+        _write_stdout(result.document)
     return 0
 
 
@@ -269,6 +296,58 @@ def _run_ceiling(args: argparse.Namespace) -> int:
 
 
 _COMMANDS.append(_add_ceiling)
+
+
+def _add_sft(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sft", help="training data in the decode layout",
+                       description="Supervised fine-tuning data for Copy-as-Decode.")
+    sft = p.add_subparsers(dest="sft_command", required=True, metavar="ACTION")
+    b = sft.add_parser(
+        "build",
+        help="one training row per corpus case: prompt + oracle program with spliced copies",
+        description="For each case of CORPUS: the adapter's prompt for (doc, instruction), the "
+                    "oracle program, and the exact ids the decode loop feeds a model for them "
+                    "(copy spans spliced after their tags) with labels -100 on prompt and spliced "
+                    "tokens. Writes JSONL of {id, instruction, prompt, program, input_ids, labels} "
+                    "atomically; see docs/sft.md.")
+    b.add_argument("corpus", metavar="CORPUS.jsonl",
+                   help='JSONL of {"id", "doc", "gold"} (+ "instruction", used when present)')
+    b.add_argument("--tokenizer", metavar="DIR", required=True, help="Hugging Face tokenizer folder")
+    b.add_argument("--granularity", choices=["lines", "tokens"], default="lines")
+    b.add_argument("--cost-aware", action="store_true",
+                   help="lines: generate a copy's text when its tag takes more tokens")
+    b.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                   help="skip cases whose row is longer than N ids")
+    b.add_argument("--adapter", default=None, metavar="NAME", help="adapter family (default: detect)")
+    b.add_argument("-o", "--output", required=True, metavar="OUT.jsonl", help="rows (written atomically)")
+    b.add_argument("--messages", metavar="OUT.jsonl",
+                   help='also write {"messages": [user, assistant]} rows for TRL\'s SFTTrainer')
+    b.set_defaults(func=_run_sft_build)
+
+
+def _run_sft_build(args: argparse.Namespace) -> int:
+    from cad_outlines.adapters import load_tokenizer
+    from cad_outlines.corpus import load_corpus
+    from cad_outlines.sft import RowBuilder, build_rows, write_rows
+
+    if args.cost_aware and args.granularity != "lines":
+        raise UsageError("--cost-aware is for --granularity lines only")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise UsageError(f"--max-tokens must be >= 1, got {args.max_tokens}")
+    cases = load_corpus(args.corpus)
+    builder = RowBuilder(load_tokenizer(args.tokenizer), args.granularity, args.adapter)
+    rows, skipped = [], []
+    for item in build_rows(cases, builder, cost_aware=args.cost_aware, max_tokens=args.max_tokens,
+                           progress=True):
+        (skipped if isinstance(item, tuple) else rows).append(item)
+    write_rows(rows, args.output, args.messages)
+    for case_id, reason in skipped:
+        print(f"cad-outlines sft build: skipped {case_id}: {reason}", file=sys.stderr)
+    print(f"{len(rows)} row(s) written to {args.output}; {len(skipped)} skipped", file=sys.stderr)
+    return 0
+
+
+_COMMANDS.append(_add_sft)
 
 
 # --- demo | edit: the main job ---------------------------------------------------------

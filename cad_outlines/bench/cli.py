@@ -482,3 +482,45 @@ def _run_bench_constraint(args: argparse.Namespace) -> int:
 
 
 _BENCH_COMMANDS.append(_add_bench_constraint)
+
+
+def _add_bench_learn(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser(
+        "learn",
+        help="train a small model to edit with CaD programs vs one that regenerates; decode held-out edits",
+        description="Train two same-size transformers from scratch (seeded, CPU) on one synthetic "
+                    "edit family: one on the SFT rows of `sft build` (CaD programs in the splice "
+                    "layout), one on the whole edited file. Decode held-out edits through the real "
+                    "loop (model-chosen constrained programs vs unconstrained regeneration, same "
+                    "budget); see docs/learn.md.")
+    p.add_argument("--steps", type=_positive, default=None, metavar="N",
+                   help="training steps per model, at most (early stop; default: 1600, 150 with --tiny)")
+    p.add_argument("--eval", type=_positive, default=None, metavar="N", dest="eval_cases",
+                   help="held-out edits decoded per model (default: 100; 6 with --tiny)")
+    p.add_argument("--threads", type=_positive, default=1, metavar="N",
+                   help="torch intra-op threads (default: 1)")
+    p.add_argument("--tiny", action="store_true", help="CI-sized run (well under a minute)")
+    p.add_argument("--markdown", metavar="OUT.md", help="also write the table here (atomically)")
+    _add_output_args(p, plot=False)
+    p.set_defaults(func=_run_bench_learn)
+
+
+def _run_bench_learn(args: argparse.Namespace) -> int:
+    from cad_outlines.bench.learn import LearnConfig, format_table, run
+    from cad_outlines.files import atomic_write
+
+    overrides: dict = {"seed": args.seed, "threads": args.threads}
+    if args.steps is not None:
+        overrides["steps"] = args.steps
+    if args.eval_cases is not None:
+        overrides["eval_cases"] = args.eval_cases
+    cfg = LearnConfig.tiny(**overrides) if args.tiny else LearnConfig(**overrides)
+    report = run(cfg, progress=True)
+    table = format_table(report)
+    if args.markdown:
+        atomic_write(args.markdown, table + "\n")
+    _emit(args, report, table)
+    return 0
+
+
+_BENCH_COMMANDS.append(_add_bench_learn)
