@@ -35,7 +35,7 @@ from .grammar import Granularity, load_grammar, specialize
 from .program import Op
 
 _COPY_CLOSE = program.COPY_CLOSE
-_CLOSING_RE = re.compile(r'<copy (?:lines|tokens)="\d+-\d+("/?)?\Z')
+_CLOSING_RE = re.compile(r'<copy (?:lines|tokens)="(\d+)-(\d+)("/?)?\Z')
 _OPEN_COPY_RE = re.compile(r'<copy (?:lines|tokens)="(\d+)-(\d*)\Z')
 
 
@@ -261,7 +261,10 @@ class ProgramConstraint:
             match = _OPEN_COPY_RE.search(pending)
             if match:
                 self._restrict_end_index(allowed, int(match.group(1)), match.group(2))
-            if _CLOSING_RE.search(pending):
+            closing = _CLOSING_RE.search(pending)
+            # An end index below the start may still grow ("5-3" -> "5-30"), but it must
+            # not close: the exact close pieces are added back only when i <= j.
+            if closing and int(closing.group(1)) <= int(closing.group(2)):
                 self._allow_exact_close(allowed, pending)
         return allowed
 
