@@ -150,3 +150,35 @@ def test_seeded_sampling_is_reproducible(family):
 def test_not_an_engine_is_a_clear_error():
     with pytest.raises(cad_vllm.EngineSetupError, match="expected a vLLM LLM"):
         cad_vllm.VLLMEditor(object())
+
+
+def test_forced_regeneration_types_the_gold(family):
+    llm, _ = family
+    editor = cad_vllm.VLLMEditor(llm)
+    doc, text = _cases()[0]
+    gold = resolve(program.parse(text), doc, "strict")
+    (regen,) = editor.regenerate_many([(doc, "edit")], targets=[gold], progress=False)
+    (cad,) = editor.run_many([(doc, "edit")], force_programs=[text], progress=False)
+    assert regen.complete and regen.document == gold == cad.document
+    assert regen.stats.decoded_tokens == len(editor.adapter.encode(gold))
+    assert regen.stats.requests == 1 and regen.ops == []
+    # The point of CaD: far fewer decoded tokens for the same document.
+    assert cad.stats.decoded_tokens < regen.stats.decoded_tokens / 3
+
+
+def test_async_engine_runs_edits_concurrently(tmp_path):
+    """AsyncLLM (its engine core in a process of its own): eight edits as coroutines."""
+    folder = models.save("tiny-qwen", tmp_path / "tiny-qwen", tokenizer_root=FIXTURES / "tokenizers",
+                         config=HEADS)
+    engine = cad_vllm.load(str(folder), async_engine=True, **ENGINE)
+    try:
+        editor = cad_vllm.VLLMEditor(engine, max_new_tokens=4096)
+        cases = (_cases()[:3] * 3)[:8]
+        results = cad_vllm.edit_many(editor, [(doc, f"edit {k}") for k, (doc, _) in enumerate(cases)],
+                                     force_programs=[text for _, text in cases], progress=False)
+        for (doc, text), got in zip(cases, results):
+            assert got.document == resolve(program.parse(text), doc, "strict")
+            assert len(got.stats.first_token_seconds) == got.stats.requests
+        assert sum(r.stats.splice_cached_tokens for r in results) > 0
+    finally:
+        engine.shutdown()

@@ -7,8 +7,11 @@ each step the tokens it disallows are set to ``-inf`` before vLLM samples.
 
 A request is one stretch of a program between two splices. Its constraint starts from
 the program tokens of the earlier stretches (``replay``), so the grammar state is the
-one the previous request ended in. The request arguments are plain data (ints, lists),
-because vLLM may ship them to an engine process.
+one the previous request ended in. A request may also carry ``force``, the tokens it
+must produce (teacher forcing, checked against the constraint), and a request with
+``force`` but no ``upper`` is forced with no constraint (the regeneration baseline).
+The arguments are plain data (ints, lists), because vLLM may ship them to an engine
+process.
 
 When the constraint cannot go on (a forced token it rejects, a dead end), the processor
 allows only the end-of-sequence token: the request ends and the driver reports it.
@@ -27,7 +30,7 @@ from ..constraint import CompiledGrammar, ProgramConstraint, compile_tokenizer_g
 
 #: The key of a CaD request's arguments in ``SamplingParams.extra_args``.
 EXTRA_KEY = "cad"
-_REQUIRED = {"upper": int, "granularity": str, "replay": list, "eos": int}
+_CONSTRAINED = {"upper": int, "granularity": str, "replay": list}
 
 
 class CaDLogitsProcessor(AdapterLogitsProcessor):
@@ -49,11 +52,12 @@ class CaDLogitsProcessor(AdapterLogitsProcessor):
         args = (sampling_params.extra_args or {}).get(EXTRA_KEY)
         if args is None:
             return
-        for key, kind in _REQUIRED.items():
+        required = {"eos": int, **(_CONSTRAINED if "upper" in args else {"force": list})}
+        for key, kind in required.items():
             if not isinstance(args.get(key), kind):
                 raise ValueError(f"extra_args[{EXTRA_KEY!r}][{key!r}] must be a {kind.__name__}, "
                                  f"got {args.get(key)!r}")
-        if args["granularity"] not in ("lines", "tokens"):
+        if "upper" in args and args["granularity"] not in ("lines", "tokens"):
             raise ValueError(f"extra_args[{EXTRA_KEY!r}]['granularity'] must be 'lines' or 'tokens'")
 
     def is_argmax_invariant(self) -> bool:
@@ -63,7 +67,8 @@ class CaDLogitsProcessor(AdapterLogitsProcessor):
         args = (params.extra_args or {}).get(EXTRA_KEY)
         if args is None:
             return None
-        return _RequestConstraint(self._compile(args["upper"], args["granularity"]), args)
+        compiled = self._compile(args["upper"], args["granularity"]) if "upper" in args else None
+        return _RequestConstraint(compiled, args)
 
     def _compile(self, upper: int, granularity: str) -> CompiledGrammar:
         key = (upper, granularity)
@@ -83,38 +88,43 @@ class _RequestConstraint:
 
     ``force`` (optional) is the token list this request must produce, checked against
     the constraint at every step as the transformers loop checks a forced program.
+    ``compiled`` None: no constraint, only ``force``.
     """
 
-    def __init__(self, compiled: CompiledGrammar, args: dict[str, Any]):
-        self.constraint = ProgramConstraint(compiled)
+    def __init__(self, compiled: CompiledGrammar | None, args: dict[str, Any]):
+        self.constraint = ProgramConstraint(compiled) if compiled is not None else None
         self.eos = args["eos"]
         self.force: list[int] | None = args.get("force")
         self.seen = 0
         self.failed = False
-        try:
-            self.constraint.advance(args["replay"])
-        except ValueError:
-            self.failed = True
+        if self.constraint is not None:
+            try:
+                self.constraint.advance(args["replay"])
+            except ValueError:
+                self.failed = True
 
     def __call__(self, output_ids: list[int], logits: torch.Tensor) -> torch.Tensor:
-        if not self.failed and len(output_ids) > self.seen:
+        constraint = self.constraint
+        if constraint is not None and not self.failed and len(output_ids) > self.seen:
             try:
-                self.constraint.advance(output_ids[self.seen:])
+                constraint.advance(output_ids[self.seen:])
             except ValueError:
                 self.failed = True
             self.seen = len(output_ids)
-        if self.failed or self.constraint.done:
+        if self.failed or (constraint is not None and constraint.done):
             return self._only_eos(logits)
-        allowed = self.constraint.allowed(logits.shape[-1])
+        allowed = constraint.allowed(logits.shape[-1]) if constraint is not None else None
         if self.force is not None:
             step = len(output_ids)
             token = self.force[step] if step < len(self.force) else None
-            if token is None or not bool(allowed[token]):
+            if token is None or (allowed is not None and not bool(allowed[token])):
                 self.failed = True
                 return self._only_eos(logits)
             keep = logits[token].clone()
             logits.fill_(float("-inf"))
             logits[token] = keep
+            return logits
+        if allowed is None:
             return logits
         if not bool(allowed.any()):
             self.failed = True

@@ -216,17 +216,7 @@ class VLLMEditor:
         """:meth:`run` on an ``AsyncLLM``, as a coroutine."""
         if not isinstance(self.engine, AsyncLLM):
             raise EngineSetupError("arun needs an AsyncLLM engine; use run() with an LLM")
-        session = self._session(document, instruction, force_program)
-        while (request := session.next_request()) is not None:
-            prompt, params = request
-            start, final = time.perf_counter(), None
-            async for output in self.engine.generate({"prompt_token_ids": prompt}, params,
-                                                      request_id=self._request_id()):
-                if final is None:
-                    session.stats.first_token_seconds.append(time.perf_counter() - start)
-                final = output
-            session.feed(final)
-        return session.result()
+        return await self._adrive(_Session(self, document, instruction, force_program))
 
     def run_many(self, edits: Sequence[tuple[str, str]], *,
                  force_programs: Sequence[str | Sequence[Op] | None] | None = None,
@@ -250,24 +240,48 @@ class VLLMEditor:
         list[CaDResult]
             In the order of ``edits``; an incomplete program has ``document`` None.
         """
-        forced = list(force_programs) if force_programs is not None else [None] * len(edits)
-        if len(forced) != len(edits):
-            raise ValueError(f"{len(forced)} forced programs for {len(edits)} edits")
-        if isinstance(self.engine, AsyncLLM):
-            return _run_coroutine(self._arun_many(edits, forced, progress))
-        sessions = [self._session(doc, instruction, force) for (doc, instruction), force in zip(edits, forced)]
-        self._step_loop(sessions, progress)
-        return [session.result() for session in sessions]
+        forced = _per_edit(force_programs, edits, "forced programs")
+        return self._drive([_Session(self, doc, instruction, force)
+                            for (doc, instruction), force in zip(edits, forced)], progress)
+
+    def regenerate_many(self, edits: Sequence[tuple[str, str]], *,
+                        targets: Sequence[str | None] | None = None,
+                        progress: bool = True) -> list[CaDResult]:
+        """The baseline: the same prompts, the whole edited document typed token by token.
+
+        One unconstrained request per edit, ending at end-of-sequence (or
+        ``max_new_tokens``), as :meth:`CaDGenerator.regenerate
+        <cad_outlines.generator.CaDGenerator.regenerate>` on transformers.
+
+        Parameters
+        ----------
+        edits
+            The documents and instructions (the prompt is the one :meth:`run_many` uses).
+        targets
+            One text per edit (or ``None``) to teacher-force instead of choosing tokens,
+            e.g. the gold document; ``result.document`` is then the regenerated text.
+        progress
+            Show a progress bar of finished edits.
+        """
+        forced = _per_edit(targets, edits, "targets")
+        return self._drive([_RegenSession(self, doc, instruction, target)
+                            for (doc, instruction), target in zip(edits, forced)], progress)
 
     # -- transports -------------------------------------------------------------------
 
-    def _step_loop(self, sessions: list["_Session"], progress: bool) -> None:
+    def _drive(self, sessions: list["_Session | _RegenSession"], progress: bool) -> list[CaDResult]:
+        if isinstance(self.engine, AsyncLLM):
+            return _run_coroutine(self._adrive_all(sessions, progress))
+        self._step_loop(sessions, progress)
+        return [session.result() for session in sessions]
+
+    def _step_loop(self, sessions: list["_Session | _RegenSession"], progress: bool) -> None:
         """Drive an offline ``LLM``: each session's next request enters as its last ends."""
         engine = self.engine.llm_engine
-        live: dict[str, _Session] = {}
+        live: dict[str, _Session | _RegenSession] = {}
         bar = _progress(len(sessions), progress)
 
-        def submit(session: _Session) -> None:
+        def submit(session: _Session | _RegenSession) -> None:
             request = session.next_request()
             if request is None:
                 bar.update(1)
@@ -294,25 +308,32 @@ class VLLMEditor:
         finally:
             bar.close()
 
-    async def _arun_many(self, edits: Sequence[tuple[str, str]], forced: list[Any],
-                         progress: bool) -> list[CaDResult]:
-        bar = _progress(len(edits), progress)
+    async def _adrive(self, session: "_Session | _RegenSession") -> CaDResult:
+        """Drive one session on an ``AsyncLLM``: its requests one after another."""
+        while (request := session.next_request()) is not None:
+            prompt, params = request
+            start, final = time.perf_counter(), None
+            async for output in self.engine.generate({"prompt_token_ids": prompt}, params,
+                                                      request_id=self._request_id()):
+                if final is None:
+                    session.stats.first_token_seconds.append(time.perf_counter() - start)
+                final = output
+            session.feed(final)
+        return session.result()
 
-        async def one(edit: tuple[str, str], force: Any) -> CaDResult:
-            result = await self.arun(*edit, force_program=force)
+    async def _adrive_all(self, sessions: list["_Session | _RegenSession"],
+                          progress: bool) -> list[CaDResult]:
+        bar = _progress(len(sessions), progress)
+
+        async def one(session: _Session | _RegenSession) -> CaDResult:
+            result = await self._adrive(session)
             bar.update(1)
             return result
 
         try:
-            return list(await asyncio.gather(*(one(edit, force) for edit, force in zip(edits, forced))))
+            return list(await asyncio.gather(*(one(session) for session in sessions)))
         finally:
             bar.close()
-
-    # -- pieces -----------------------------------------------------------------------
-
-    def _session(self, document: str, instruction: str,
-                 force_program: str | Sequence[Op] | None) -> "_Session":
-        return _Session(self, document, instruction, force_program)
 
     def _request_id(self) -> str:
         return f"cad-{os.getpid()}-{next(self._ids)}"
@@ -424,6 +445,53 @@ class _Session:
         return self._doc_ids[op.start:op.end + 1]
 
 
+class _RegenSession:
+    """The regeneration baseline: one unconstrained request per edit (``_Session``'s interface)."""
+
+    def __init__(self, editor: VLLMEditor, document: str, instruction: str, target: str | None):
+        self.editor = editor
+        self.adapter = adapter = editor.adapter
+        prompt = adapter.prompt_ids(document, instruction, editor.granularity)
+        self.prompt = prompt
+        eos = adapter.eos_token_id
+        self.forced = adapter.encode(target) + [eos] if target is not None else None
+        self.stats = VLLMStats(prompt_tokens=len(prompt))
+        self.text: str | None = None
+        self._ended = False
+        self._start = time.perf_counter()
+
+    def next_request(self) -> tuple[list[int], SamplingParams] | None:
+        if self.stats.requests:
+            return None
+        editor, eos = self.editor, self.adapter.eos_token_id
+        budget = len(self.forced) if self.forced is not None else editor.max_new_tokens
+        extra = {EXTRA_KEY: {"eos": eos, "force": self.forced}} if self.forced is not None else None
+        params = SamplingParams(max_tokens=budget, temperature=editor.temperature, top_p=editor.top_p,
+                                seed=editor.seed, stop_token_ids=[eos], extra_args=extra)
+        return list(self.prompt), params
+
+    def feed(self, output: Any) -> None:
+        stats = self.stats
+        cached = output.num_cached_tokens or 0
+        stats.requests += 1
+        stats.prefill_seconds = time.perf_counter() - self._start
+        stats.prompt_tokens_cached += cached
+        stats.prompt_tokens_computed += len(self.prompt) - cached
+        ids = list(output.outputs[0].token_ids)
+        stats.forward_passes += len(ids)
+        self._ended = bool(ids) and ids[-1] == self.adapter.eos_token_id
+        if self._ended:
+            ids.pop()
+        stats.decoded_tokens += len(ids)
+        stats.stopped_early = not self._ended
+        self.text = self.adapter.decode(ids)
+
+    def result(self) -> CaDResult:
+        self.stats.total_seconds = time.perf_counter() - self._start
+        text = self.text or ""
+        return CaDResult(text if self._ended else None, text, [], self._ended, self.stats)
+
+
 def edit_many(editor: VLLMEditor, edits: Sequence[tuple[str, str]], *,
               force_programs: Sequence[str | Sequence[Op] | None] | None = None,
               progress: bool = True) -> list[CaDResult]:
@@ -439,8 +507,19 @@ async def aedit_many(editor: VLLMEditor, edits: Sequence[tuple[str, str]], *,
                      force_programs: Sequence[str | Sequence[Op] | None] | None = None,
                      progress: bool = True) -> list[CaDResult]:
     """:func:`edit_many` as a coroutine (``AsyncLLM`` engines, inside a running event loop)."""
-    forced = list(force_programs) if force_programs is not None else [None] * len(edits)
-    return await editor._arun_many(edits, forced, progress)
+    if not isinstance(editor.engine, AsyncLLM):
+        raise EngineSetupError("aedit_many needs an AsyncLLM engine; use edit_many with an LLM")
+    forced = _per_edit(force_programs, edits, "forced programs")
+    return await editor._adrive_all([_Session(editor, doc, instruction, force)
+                                     for (doc, instruction), force in zip(edits, forced)], progress)
+
+
+def _per_edit(values: Sequence[Any] | None, edits: Sequence[Any], what: str) -> list[Any]:
+    if values is None:
+        return [None] * len(edits)
+    if len(values) != len(edits):
+        raise ValueError(f"{len(values)} {what} for {len(edits)} edits")
+    return list(values)
 
 
 def _forced_ids(adapter: Adapter, text: str) -> list[int]:
