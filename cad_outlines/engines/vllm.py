@@ -123,16 +123,23 @@ class VLLMStats(CaDStats):
         reuse, before block granularity.
     splice_cached_tokens
         Of the continuation requests' prompt tokens, those the prefix cache served.
+    splice_reusable_block_tokens
+        The same, each request's count rounded down to whole KV blocks: what the prefix
+        cache can serve at most (it caches full blocks only).
     first_token_seconds
-        Time from submitting each request to its first token (``AsyncLLM`` only).
+        Time from submitting each request to its first token.
+    decode_seconds
+        Time from each request's first token to its end, summed.
     """
 
     requests: int = 0
     prompt_tokens_cached: int = 0
     prompt_tokens_computed: int = 0
     splice_reusable_tokens: int = 0
+    splice_reusable_block_tokens: int = 0
     splice_cached_tokens: int = 0
     first_token_seconds: list[float] = field(default_factory=list)
+    decode_seconds: float = 0.0
 
 
 class VLLMEditor:
@@ -193,6 +200,8 @@ class VLLMEditor:
         self.temperature, self.top_p, self.seed, self.mode = temperature, top_p, seed, mode
         tokenizer = load_tokenizer(engine.model_config.tokenizer)
         self.adapter = adapter if isinstance(adapter, Adapter) else get_adapter(tokenizer, adapter)
+        config = engine.llm_engine.vllm_config if isinstance(engine, LLM) else engine.vllm_config
+        self.block_size: int = config.cache_config.block_size
         self._ids = itertools.count()
 
     # -- public API -------------------------------------------------------------------
@@ -278,7 +287,8 @@ class VLLMEditor:
     def _step_loop(self, sessions: list["_Session | _RegenSession"], progress: bool) -> None:
         """Drive an offline ``LLM``: each session's next request enters as its last ends."""
         engine = self.engine.llm_engine
-        live: dict[str, _Session | _RegenSession] = {}
+        live: dict[str, tuple[_Session | _RegenSession, str, float]] = {}  # id -> session, other id, submitted
+        first: dict[str, float] = {}
         bar = _progress(len(sessions), progress)
 
         def submit(session: _Session | _RegenSession) -> None:
@@ -288,18 +298,28 @@ class VLLMEditor:
                 return
             prompt, params = request
             rid = self._request_id()
-            live[rid] = session
+            start = time.perf_counter()
             assigned = engine.add_request(rid, {"prompt_token_ids": prompt}, params)
-            live[assigned] = session
+            live[rid] = (session, assigned, start)
+            live[assigned] = (session, rid, start)
 
         for session in sessions:
             submit(session)
         try:
             while engine.has_unfinished_requests():
                 for output in engine.step():
+                    if output.request_id not in live:
+                        continue
+                    session, other, start = live[output.request_id]
+                    now = time.perf_counter()
+                    if output.request_id not in first and output.outputs and output.outputs[0].token_ids:
+                        first[output.request_id] = now
+                        session.stats.first_token_seconds.append(now - start)
                     if not output.finished:
                         continue
-                    session = live.pop(output.request_id)
+                    session.stats.decode_seconds += now - first.pop(output.request_id, now)
+                    live.pop(output.request_id)
+                    live.pop(other, None)
                     session.feed(output)
                     submit(session)
         except BaseException:
@@ -312,12 +332,15 @@ class VLLMEditor:
         """Drive one session on an ``AsyncLLM``: its requests one after another."""
         while (request := session.next_request()) is not None:
             prompt, params = request
-            start, final = time.perf_counter(), None
+            start = time.perf_counter()
+            final, first = None, None
             async for output in self.engine.generate({"prompt_token_ids": prompt}, params,
                                                       request_id=self._request_id()):
-                if final is None:
-                    session.stats.first_token_seconds.append(time.perf_counter() - start)
+                if first is None:
+                    first = time.perf_counter()
+                    session.stats.first_token_seconds.append(first - start)
                 final = output
+            session.stats.decode_seconds += time.perf_counter() - (first or start)
             session.feed(final)
         return session.result()
 
@@ -373,11 +396,11 @@ class _Session:
     def next_request(self) -> tuple[list[int], SamplingParams] | None:
         """The next request's prompt ids and parameters; ``None`` when the edit is over."""
         if self._over or self.constraint.done:
-            return None
+            return self._finish()
         budget = self.editor.max_new_tokens - len(self.program_ids)
         if budget <= 0:
             self.stats.stopped_early = True
-            return None
+            return self._finish()
         args: dict[str, Any] = {"upper": self.upper, "granularity": self.granularity,
                                 "replay": list(self.program_ids), "eos": self.adapter.eos_token_id}
         if self.forced is not None:
@@ -399,6 +422,8 @@ class _Session:
             stats.prefill_seconds = time.perf_counter() - self._start
         else:
             stats.splice_reusable_tokens += self._previous_context
+            block = self.editor.block_size
+            stats.splice_reusable_block_tokens += self._previous_context // block * block
             stats.splice_cached_tokens += cached
         stats.requests += 1
         stats.prompt_tokens_cached += cached
@@ -429,6 +454,12 @@ class _Session:
                     f"forced program rejected by the constraint at offset {len(self.constraint.text)} "
                     f"(after {self.constraint.text[-40:]!r})")
 
+    def _finish(self) -> None:
+        """Mark the edit over: its latency ends here (not when the last edit ends)."""
+        if not self.stats.total_seconds:
+            self.stats.total_seconds = time.perf_counter() - self._start
+        return None
+
     def result(self) -> CaDResult:
         """The edit's :class:`~cad_outlines.generator.CaDResult` (document None if incomplete)."""
         complete = self.constraint.done
@@ -436,7 +467,7 @@ class _Session:
         if complete:
             kwargs = {"token_pieces": self.adapter.token_pieces(self.document)} if self.granularity == "tokens" else {}
             document = resolve(self.constraint.ops, self.document, self.editor.mode, **kwargs)
-        self.stats.total_seconds = time.perf_counter() - self._start
+        self._finish()
         return CaDResult(document, self.constraint.text, list(self.constraint.ops), complete, self.stats)
 
     def _span_ids(self, op: Op) -> list[int]:
@@ -462,6 +493,8 @@ class _RegenSession:
 
     def next_request(self) -> tuple[list[int], SamplingParams] | None:
         if self.stats.requests:
+            if not self.stats.total_seconds:
+                self.stats.total_seconds = time.perf_counter() - self._start
             return None
         editor, eos = self.editor, self.adapter.eos_token_id
         budget = len(self.forced) if self.forced is not None else editor.max_new_tokens
@@ -487,7 +520,8 @@ class _RegenSession:
         self.text = self.adapter.decode(ids)
 
     def result(self) -> CaDResult:
-        self.stats.total_seconds = time.perf_counter() - self._start
+        if not self.stats.total_seconds:
+            self.stats.total_seconds = time.perf_counter() - self._start
         text = self.text or ""
         return CaDResult(text if self._ended else None, text, [], self._ended, self.stats)
 
