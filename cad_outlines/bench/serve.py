@@ -37,7 +37,7 @@ from ..oracle import oracle_program
 from ..program import render
 from . import _common
 
-__all__ = ["ServeConfig", "format_serve", "ngram_steps", "run_serve"]
+__all__ = ["ServeConfig", "add_arguments", "format_serve", "main", "ngram_steps", "run_from_args", "run_serve"]
 
 
 @dataclass
@@ -233,33 +233,45 @@ def format_serve(record: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m cad_outlines.bench.serve MODEL CORPUS [--edits N] [--json OUT] [--md OUT]``."""
-    import argparse
-    import json
-
-    parser = argparse.ArgumentParser(prog="cad-outlines bench serve", description=__doc__.split("\n")[0])
+def add_arguments(parser: Any) -> None:
+    """The command line of ``bench serve`` (an ``argparse`` parser): the fields of
+    :class:`ServeConfig` plus ``--json`` / ``--md`` outputs."""
     parser.add_argument("model", help="model folder vLLM loads (e.g. from cad_outlines.models.save)")
     parser.add_argument("corpus", help="edit corpus (.jsonl with doc, gold, instruction)")
     for name, default in asdict(ServeConfig("", "")).items():
         if name not in ("model", "corpus"):
-            parser.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
-    parser.add_argument("--json", help="write the record here (atomically)")
-    parser.add_argument("--md", help="write the markdown table here (atomically)")
-    args = vars(parser.parse_args(argv))
-    out_json, out_md = args.pop("json"), args.pop("md")
-    record = run_serve(ServeConfig(**args))
+            parser.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default,
+                                help=f"default: {default}")
+    parser.add_argument("--json", dest="out_json", help="write the record here (atomically)")
+    parser.add_argument("--md", dest="out_md", help="write the markdown summary here (atomically)")
+
+
+def run_from_args(args: Any) -> int:
+    """Run ``bench serve`` from parsed arguments; print the summary, write the outputs."""
+    import json
+
+    fields = {name: getattr(args, name) for name in asdict(ServeConfig("", ""))}
+    record = run_serve(ServeConfig(**fields))
     text = format_serve(record)
     print(text)
-    if out_json:
-        _common.write_json(out_json, record)
+    if args.out_json:
+        _common.write_json(args.out_json, record)
     else:
         print(json.dumps(record["runs"], indent=2))
-    if out_md:
+    if args.out_md:
         from ..files import atomic_write
 
-        atomic_write(out_md, text)
+        atomic_write(args.out_md, text)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m cad_outlines.bench.serve MODEL CORPUS ...`` (same as ``cad-outlines bench serve``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="cad-outlines bench serve", description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    return run_from_args(parser.parse_args(argv))
 
 
 if __name__ == "__main__":  # vLLM may spawn workers that re-import the main module
