@@ -50,7 +50,8 @@ def test_wheel_contents(tmp_path):
     assert "__init__.py" in adapters
     for name in adapters:
         assert f"cad_outlines/adapters/{name}" in names
-    for module in ["resolver", "oracle", "ceiling", "corpus", "files", "cli"]:
+    for module in ["resolver", "oracle", "ceiling", "corpus", "files", "cli", "engines/vllm",
+                   "engines/_vllm_processor", "bench/serve"]:
         assert f"cad_outlines/{module}.py" in names
     [entry_points] = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     assert "cad-outlines = cad_outlines.cli:main" in build_entry_points(tmp_path, entry_points)
