@@ -164,25 +164,6 @@ def read_facts(spec: dict) -> BackendFacts:
                         tuple(n["type"] for n in dec), added, size)
 
 
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte alphabet: byte value -> the printable character standing for it.
-
-    transformers 5 no longer exports this function, and the ``tokenizers`` API gives the
-    alphabet but not the mapping; it is fixed by the byte-level BPE format itself (the
-    tests check it against the backend's ByteLevel pre-tokenizer).
-    """
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
-                 *range(ord("®"), ord("ÿ") + 1)]
-    chars = list(printable)
-    extra = 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            chars.append(256 + extra)
-            extra += 1
-    return {b: chr(c) for b, c in zip(printable, chars)}
-
-
 def _token_strings(spec: dict, size: int) -> list[str | None]:
     strings: list[str | None] = [None] * size
     vocab = (spec.get("model") or {}).get("vocab") or {}
@@ -207,6 +188,10 @@ def token_bytes_table(spec: dict, facts: BackendFacts, fallback: Any = None) -> 
     added = {a.id for a in facts.added.values()}
     table: list[bytes] = []
     if facts.scheme == "byte_level":
+        # GPT-2's byte alphabet (byte value -> printable stand-in), from transformers itself
+        # (imported here: 0.6 s, paid once per tokenizer, not by model-free commands).
+        from transformers.convert_slow_tokenizer import bytes_to_unicode
+
         alphabet = {c: b for b, c in bytes_to_unicode().items()}
         # str.translate + latin-1 maps a whole token to its bytes in C.
         to_latin1 = str.maketrans({c: chr(b) for c, b in alphabet.items()})

@@ -28,7 +28,6 @@ itself to measure α, so it drives the backend's matcher (``outlines_core.Guide`
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ import torch
 from outlines.generator import SteerableGenerator
 
 from .alpha import AlphaTrace, align_mask
+from .runner import TransformersRunner
 
 __all__ = [
     "DEFAULT_PROJECTION_TEMPLATE",
@@ -292,35 +292,6 @@ class _OutlinesCoreMatcher:
 # --- the decode loop -----------------------------------------------------------------
 
 
-class _LM:
-    """A Hugging Face causal LM driven with its KV cache, whatever the cache kwarg is."""
-
-    def __init__(self, hf_model: Any):
-        self.model = hf_model
-        params = inspect.signature(hf_model.forward).parameters
-        # transformers 5.x names the cache ``cache``; 4.x ``past_key_values``.
-        self.cache_arg = "cache" if "cache" in params else "past_key_values"
-        self.keep_arg = next((n for n in ("logits_to_keep", "num_logits_to_keep") if n in params),
-                             None)
-
-    @property
-    def device(self) -> torch.device:
-        return self.model.device
-
-    def forward(self, input_ids, attention_mask, position_ids, cache):
-        kwargs = dict(input_ids=input_ids, attention_mask=attention_mask,
-                      position_ids=position_ids, use_cache=True)
-        if cache is not None:
-            kwargs[self.cache_arg] = cache
-        if self.keep_arg is not None:
-            kwargs[self.keep_arg] = 1
-        out = self.model(**kwargs)
-        new_cache = getattr(out, "cache", None)
-        if new_cache is None:
-            new_cache = out.past_key_values
-        return out.logits[:, -1, :], new_cache
-
-
 @dataclass
 class _Row:
     prompt_ids: list[int]
@@ -330,7 +301,7 @@ class _Row:
     ended: bool = False  # emitted end-of-sequence
 
 
-def _decode(lm: _LM, rows: list[_Row], *, pad_id: int, stop_ids: frozenset[int],
+def _decode(runner: TransformersRunner, rows: list[_Row], *, pad_id: int, stop_ids: frozenset[int],
             max_new_tokens: int, temperature: float, generator: torch.Generator) -> None:
     """Decode every row to completion in one batch (left-padded, one shared KV cache).
 
@@ -339,7 +310,7 @@ def _decode(lm: _LM, rows: list[_Row], *, pad_id: int, stop_ids: frozenset[int],
     it ends on one of the matcher's end-of-sequence ids. A row without one is free and
     ends on ``stop_ids``. ``temperature == 0`` is greedy.
     """
-    device = lm.device
+    device = runner.device
     width = max(len(r.prompt_ids) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     attn = torch.zeros((len(rows), width), dtype=torch.long)
@@ -355,7 +326,7 @@ def _decode(lm: _LM, rows: list[_Row], *, pad_id: int, stop_ids: frozenset[int],
     cache = None
     with torch.inference_mode():
         for _ in range(max_new_tokens):
-            logits, cache = lm.forward(ids, attn, pos, cache)
+            logits, cache = runner.forward_batch(ids, attn, pos, cache)
             logits = logits.float()
             vocab = logits.shape[-1]
             scores = logits.clone()
@@ -594,7 +565,7 @@ class DraftConditionedGenerator(SteerableGenerator):
         stop.update(gen_eos if isinstance(gen_eos, (list, tuple)) else [gen_eos])
         stop.discard(None)
         rows = [_Row(list(ids)) for _ in range(k)]
-        _decode(_LM(m.model), rows, pad_id=_pad_id(tok), stop_ids=frozenset(stop),
+        _decode(TransformersRunner(m.model), rows, pad_id=_pad_id(tok), stop_ids=frozenset(stop),
                 max_new_tokens=self.draft_max_tokens, temperature=self.draft_temperature,
                 generator=generator)
         return [tok.decode(r.out_ids, skip_special_tokens=True) for r in rows]
@@ -608,7 +579,7 @@ class DraftConditionedGenerator(SteerableGenerator):
                  generator: torch.Generator) -> list[Candidate]:
         tok = self.model.hf_tokenizer
         rows = [_Row(_encode(self.model, p), matcher=self._make_matcher()) for p in prompts]
-        _decode(_LM(self.model.model), rows, pad_id=_pad_id(tok), stop_ids=frozenset(),
+        _decode(TransformersRunner(self.model.model), rows, pad_id=_pad_id(tok), stop_ids=frozenset(),
                 max_new_tokens=self.max_new_tokens, temperature=self.temperature,
                 generator=generator)
         out = []

@@ -21,7 +21,6 @@ cache alone (a drafted token reaches the grammar only once it is chosen).
 
 from __future__ import annotations
 
-import inspect
 import time
 from functools import cached_property
 from collections import deque
@@ -39,6 +38,7 @@ from .drafting import Drafter
 from .grammar import Granularity
 from .program import Copy, CopyTokens, Op
 from .resolver import resolve
+from .runner import Runner, TransformersRunner
 
 
 #: The longest draft appended to one forward (``<program><copy lines="1-1234`` is 13
@@ -169,8 +169,8 @@ class _Draft:
     first token that differs, the rest of the draft is cropped from the cache.
     """
 
-    def __init__(self, cache: Any):
-        self.cache = cache
+    def __init__(self, runner: Runner, cache: Any):
+        self.runner, self.cache = runner, cache
         self.ids: deque[int] = deque()
         self.logits: deque[torch.Tensor] = deque()
 
@@ -199,7 +199,7 @@ class _Draft:
     def discard(self) -> None:
         """Crop every unverified drafted token from the cache."""
         if self.ids:
-            self.cache.crop(-len(self.ids))  # a negative crop removes that many tokens
+            self.runner.crop(self.cache, len(self.ids))
             self.ids.clear()
             self.logits.clear()
 
@@ -230,6 +230,11 @@ class CaDGenerator(SteerableGenerator):
         Adapter name or instance overriding auto-detection.
     trace_alpha
         Record the feasible mass of every constrained step (``result.alpha``).
+    runner
+        The model side (:class:`~cad_outlines.runner.Runner`); default: a
+        :class:`~cad_outlines.runner.TransformersRunner` over ``model.model``.
+        Benchmarks pass an :class:`~cad_outlines.runner.ObservedRunner` to count and
+        clock forwards.
     draft_tags
         Draft the program text an editor most likely writes next (a copy tag's start
         index, ``<gen>`` after a copy, ...; :mod:`.drafting`) onto each forward and
@@ -247,7 +252,7 @@ class CaDGenerator(SteerableGenerator):
                  max_new_tokens: int = 2048, temperature: float = 0.0, top_p: float = 1.0,
                  seed: int | None = 0, splice: bool = True, fast_forward: bool = True,
                  mode: Literal["strict", "clipped"] = "strict", adapter: str | Adapter | None = None,
-                 trace_alpha: bool = False, draft_tags: bool = True):
+                 trace_alpha: bool = False, draft_tags: bool = True, runner: Runner | None = None):
         if granularity not in ("lines", "tokens"):
             raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
         if max_new_tokens < 1:
@@ -272,13 +277,8 @@ class CaDGenerator(SteerableGenerator):
         self.compiled: CompiledGrammar = compile_grammar(model, upper, granularity)
         # Outlines' own processor for the same grammar: the stock path, for comparison.
         self.logits_processor = self.compiled.processor
-        params = inspect.signature(self.hf_model.forward).parameters
-        # transformers 5 renamed past_key_values= to cache=; accept both.
-        self._cache_kw = "cache" if "cache" in params else "past_key_values"
-        # A subclass whose _forward predates drafting (no ``rows``) decodes without drafts.
-        self._can_draft = "rows" in inspect.signature(self._forward).parameters
-        self._device = next(self.hf_model.parameters()).device
-        self._vocab = self.hf_model.get_output_embeddings().weight.shape[0]
+        #: The model side of the loop (:mod:`.runner`); benchmarks pass an observed one.
+        self.runner: Runner = runner if runner is not None else TransformersRunner(self.hf_model)
 
     # -- public API -----------------------------------------------------------------
 
@@ -363,8 +363,8 @@ class CaDGenerator(SteerableGenerator):
 
         prompt_ids = self.adapter.prompt_ids(self.document, instruction, self.granularity)
         stats.prompt_tokens = len(prompt_ids)
-        cache = self._new_cache()
-        draft = _Draft(cache) if self.draft_tags and constrained and self._can_draft else None
+        cache = self.runner.new_cache()
+        draft = _Draft(self.runner, cache) if self.draft_tags and constrained else None
         proposal = self._propose(constraint, stats) if draft is not None else []
         clock = time.perf_counter()
         logits = self._forward_drafted(prompt_ids, proposal, cache, draft)
@@ -377,7 +377,7 @@ class CaDGenerator(SteerableGenerator):
                 break
             # mask
             clock = time.perf_counter()
-            allowed = constraint.allowed(self._vocab)
+            allowed = constraint.allowed(self.runner.vocab_size)
             stats.constraint_seconds += time.perf_counter() - clock
             # choose
             if forced is not None:
@@ -456,26 +456,6 @@ class CaDGenerator(SteerableGenerator):
 
     # -- pieces of the loop ----------------------------------------------------------
 
-    def _new_cache(self) -> Any:
-        from transformers import DynamicCache
-
-        try:
-            return DynamicCache(config=self.hf_model.config)
-        except TypeError:  # older transformers: no config argument
-            return DynamicCache()
-
-    def _forward(self, ids: Sequence[int], cache: Any, rows: int = 1) -> torch.Tensor:
-        """One forward over ``ids``; logits (float32, on the CPU) of its last ``rows`` positions.
-
-        ``rows == 1``: the next-token logits, shape ``(vocab,)``; more: shape ``(rows, vocab)``.
-        """
-        with torch.inference_mode():
-            out = self.hf_model(input_ids=torch.tensor([list(ids)], device=self._device),
-                                use_cache=True, logits_to_keep=rows, **{self._cache_kw: cache})
-        if rows == 1:
-            return out.logits[0, -1].float().cpu()
-        return out.logits[0, -rows:].float().cpu()
-
     def _forward_drafted(self, context: Sequence[int], proposal: list[int], cache: Any,
                          draft: _Draft | None) -> torch.Tensor:
         """ONE forward over ``context`` + ``proposal``; the logits after ``context``.
@@ -483,9 +463,9 @@ class CaDGenerator(SteerableGenerator):
         The drafted tokens and the logits after each of them go to ``draft``.
         """
         if not proposal:
-            return self._forward(context, cache)
+            return self.runner.forward(context, cache)
         assert draft is not None and not len(draft), "a forward starts with no unverified draft"
-        rows = self._forward(list(context) + proposal, cache, rows=len(proposal) + 1)
+        rows = self.runner.forward(list(context) + proposal, cache, rows=len(proposal) + 1)
         draft.add(proposal, list(rows[1:]))
         return rows[0]
 

@@ -2,23 +2,27 @@
 # GPU benchmarks (kernel curve + e2e) for qwen2.5-1.5b and qwen2.5-7b in bfloat16.
 #
 # For a session that is lent a CUDA machine; every output goes into $OUT (JSON, PNG and
-# the Markdown tables as .md). NOT run in the session that wrote it (no GPU there): see
-# docs/benchmarks.md, "GPU script".
+# the Markdown tables as .md). Run once on an H200 (2026-11-30): results and the exact
+# command in docs/benchmarks.md, "GPU (H200)", files in docs/bench/gpu_h200/.
 #
 #   OUT=/some/dir scripts/gpu_bench.sh            # defaults below
 #   OUT=... PRESETS="qwen2.5-1.5b" LIMIT=3 CORPUS=tests/fixtures/corpus_sample.jsonl scripts/gpu_bench.sh
 #
 # Sized for a 15-minute device budget: one corpus, LIMIT cases (smallest first), kernel
 # with 3 trials up to N=512. Each step has its own timeout so that one slow step cannot
-# eat the others' time; a step that times out leaves what it wrote so far.
+# eat the others' time; a step that times out leaves what it wrote so far. The kernel
+# curves of all presets run first, then the e2e runs.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 OUT=${OUT:?set OUT to the output folder}
 PRESETS=${PRESETS:-"qwen2.5-1.5b qwen2.5-7b"}
-CORPUS=${CORPUS:-/work/shared/corpora/commits_python.jsonl}
+CORPUS=${CORPUS:-../shared/corpora/commits_python.jsonl}
 LIMIT=${LIMIT:-5}
 STEP_TIMEOUT=${STEP_TIMEOUT:-240}
+# DEADLINE (epoch seconds, optional): no step runs past it, so that a caller with a hard
+# wall-clock limit still gets the files of the steps that finished.
+DEADLINE=${DEADLINE:-}
 DEVICE=${DEVICE:-cuda}     # DEVICE=cpu DTYPE=float32 PRESETS=tiny-qwen: a smoke test without a GPU
 DTYPE=${DTYPE:-bfloat16}
 if [[ ! -f "$CORPUS" ]]; then
@@ -26,6 +30,17 @@ if [[ ! -f "$CORPUS" ]]; then
     CORPUS=tests/fixtures/corpus_sample.jsonl
 fi
 mkdir -p "$OUT"
+# A non-editable install (a wheel) cannot find the repository's fixture tokenizers by itself.
+export CAD_OUTLINES_TOKENIZERS=${CAD_OUTLINES_TOKENIZERS:-$PWD/tests/fixtures/tokenizers}
+step_timeout() {  # STEP_TIMEOUT, or the seconds left before DEADLINE if fewer
+    local t=$STEP_TIMEOUT
+    if [[ -n "$DEADLINE" ]]; then
+        local left=$(( DEADLINE - $(date +%s) ))
+        (( left < t )) && t=$left
+    fi
+    (( t < 1 )) && t=1
+    echo "$t"
+}
 name=$(basename "$CORPUS" .jsonl)
 if ! command -v cad-outlines >/dev/null; then
     # a fresh machine: install this checkout (no network needed with --no-deps)
@@ -34,25 +49,34 @@ fi
 
 {
     date -u
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-    python3 -c "import torch, transformers, outlines; print('torch', torch.__version__, 'cuda', torch.version.cuda, '| transformers', transformers.__version__, '| outlines', outlines.__version__)"
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader || true
+    python3 -c "import platform, torch; from importlib.metadata import version as v; print('python', platform.python_version(), '| torch', torch.__version__, 'cuda', torch.version.cuda, '|', ', '.join(n + ' ' + v(n) for n in ('transformers', 'outlines', 'outlines_core', 'llguidance', 'tokenizers', 'numpy', 'cad-outlines')))"
+    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') x $(nproc)"
     git rev-parse --short HEAD 2>/dev/null || true
 } > "$OUT/machine.txt" 2>&1
 
 status=0
 for preset in $PRESETS; do
     tag="${preset}_${DEVICE}_${DTYPE}"
-    timeout "$STEP_TIMEOUT" cad-outlines bench kernel --preset "$preset" --device "$DEVICE" --dtype "$DTYPE" \
+    echo "$(date -u +%T) kernel $tag (timeout $(step_timeout) s)" >&2
+    timeout "$(step_timeout)" cad-outlines bench kernel --preset "$preset" --device "$DEVICE" --dtype "$DTYPE" \
         --prefix 1024 --max-n 512 --trials 3 --seed 0 \
         -o "$OUT/kernel_$tag.json" --plot "$OUT/kernel_$tag.png" > "$OUT/kernel_$tag.md" \
         2> "$OUT/kernel_$tag.log" || status=$?
     if [[ -f "$OUT/kernel_$tag.json" ]]; then
-        cad-outlines ceiling "$CORPUS" --tokenizer tests/fixtures/tokenizers/qwen \
-            --kernel "$OUT/kernel_$tag.json" > "$OUT/ceiling_${name}_$tag.md" 2>/dev/null || status=$?
+        cad-outlines bench bounds "$CORPUS" --tokenizer tests/fixtures/tokenizers/qwen \
+            --kernel "$OUT/kernel_$tag.json" > "$OUT/ceiling_${name}_$tag.md" 2>> "$OUT/kernel_$tag.log" || status=$?
     fi
-    timeout "$STEP_TIMEOUT" cad-outlines bench e2e "$CORPUS" --preset "$preset" --device "$DEVICE" --dtype "$DTYPE" \
+done
+# e2e after every preset's kernel curve: the curves are the shorter steps, so a run cut
+# short by DEADLINE still has one for each preset.
+for preset in $PRESETS; do
+    tag="${preset}_${DEVICE}_${DTYPE}"
+    echo "$(date -u +%T) e2e $tag (timeout $(step_timeout) s)" >&2
+    timeout "$(step_timeout)" cad-outlines bench e2e "$CORPUS" --preset "$preset" --device "$DEVICE" --dtype "$DTYPE" \
         --limit "$LIMIT" --order size --kernel-trials 3 --kernel-max-n 512 --seed 0 \
         -o "$OUT/e2e_${name}_$tag.json" --plot "$OUT/e2e_${name}_$tag.png" > "$OUT/e2e_${name}_$tag.md" \
         2> "$OUT/e2e_${name}_$tag.log" || status=$?
 done
+echo "$(date -u +%T) done, status $status" >&2
 exit "$status"

@@ -465,7 +465,7 @@ def _chars_by_byte() -> dict[int, str]:
 
 
 def test_byte_alphabet_matches_the_byte_level_pre_tokenizer():
-    from cad_outlines.adapters._backend import bytes_to_unicode
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
 
     mapping = bytes_to_unicode()
     assert sorted(mapping) == list(range(256))

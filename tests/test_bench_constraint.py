@@ -10,7 +10,7 @@ import pytest
 from cad_outlines import cli
 from cad_outlines.adapters import get_adapter, load_tokenizer
 from cad_outlines.bench.constraint import (
-    ConstraintConfig, default_corpus, format_constraint, forced_ids, run_constraint)
+    ConstraintConfig, format_constraint, forced_ids, run_constraint)
 from cad_outlines.corpus import load_corpus
 from cad_outlines.oracle import oracle_program
 from cad_outlines.program import COPY_TAG_RE, render
@@ -26,7 +26,7 @@ def tiny_report():
 
     out = io.StringIO()
     with redirect_stdout(out):
-        status = cli.main(["bench", "constraint", "--tiny", "--json"])
+        status = cli.main(["bench", "constraint", str(FIXTURES / "corpus_sample.jsonl"), "--tiny", "--json"])
     assert status == 0
     return json.loads(out.getvalue())
 
@@ -99,9 +99,8 @@ def test_bad_configurations_are_named():
         run_constraint(CASES, ConstraintConfig.tiny(sizes=(10,)), progress=False)
     with pytest.raises(ValueError, match="not in the corpus"):
         run_constraint(CASES, ConstraintConfig.tiny(case="nope"), progress=False)
-    assert default_corpus().name == "corpus_sample.jsonl"
 
 
 def test_cli_rejects_bad_sizes(capsys):
-    assert cli.main(["bench", "constraint", "--tiny", "--sizes", "4x"]) == 2
+    assert cli.main(["bench", "constraint", str(FIXTURES / "corpus_sample.jsonl"), "--tiny", "--sizes", "4x"]) == 2
     assert "--sizes takes comma-separated integers" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""bench kernel, ceiling --kernel and bench e2e on the tiny presets (CI-sized runs)."""
+"""bench kernel, bench bounds and bench e2e on the tiny presets (CI-sized runs)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cad_outlines import cli
-from cad_outlines.bench._loop import CountingGenerator, CpuClocked, regen_baseline, tag_shape
+from cad_outlines.bench._loop import clocked_generator, counting_generator, regen_baseline, tag_shape
 from cad_outlines.bench.bounds import compute_bounds, load_kernel
 from cad_outlines.bench.e2e import E2EConfig, run_e2e, run_outlines, select_cases
 from cad_outlines.ceiling import case_ceiling, load_tokenization
@@ -61,11 +61,11 @@ def test_kernel_file(kernel_file):
     assert png.read_bytes()[:8] == PNG
 
 
-def test_ceiling_with_kernel_matches_hand_computed_bounds(kernel_file, tmp_path, capsys):
+def test_bench_bounds_matches_hand_computed_bounds(kernel_file, tmp_path, capsys):
     path, _ = kernel_file
     corpus = tmp_path / "three.jsonl"
     corpus.write_text("".join(line for line in SAMPLE.read_text().splitlines(True)[:3]))
-    assert cli.main(["ceiling", str(corpus), "--tokenizer", str(QWEN), "--kernel", str(path), "--json"]) == 0
+    assert cli.main(["bench", "bounds", str(corpus), "--tokenizer", str(QWEN), "--kernel", str(path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     tok = load_tokenization(QWEN)
     results = [case_ceiling(c, tok) for c in CASES[:3]]
@@ -75,12 +75,15 @@ def test_ceiling_with_kernel_matches_hand_computed_bounds(kernel_file, tmp_path,
     want = compute_bounds(T, T - sum(spans), spans, kernel.curve("keep1"), kernel.costs)
     assert out["T"] == T and out["bounds"]["keep1"]["bnd_exact"] == pytest.approx(want.bnd_exact)
     assert out["bounds"]["keep1"]["m_star"] == want.m_star
-    assert cli.main(["ceiling", str(corpus), "--tokenizer", str(QWEN), "--kernel", str(path)]) == 0
+    assert cli.main(["bench", "bounds", str(corpus), "--tokenizer", str(QWEN), "--kernel", str(path)]) == 0
     assert "bnd_exact" in capsys.readouterr().out
     bad = tmp_path / "bad.json"
     bad.write_text('{"kind": "cad-outlines.kernel"}')
-    assert cli.main(["ceiling", str(corpus), "--tokenizer", str(QWEN), "--kernel", str(bad)]) == 2
+    assert cli.main(["bench", "bounds", str(corpus), "--tokenizer", str(QWEN), "--kernel", str(bad)]) == 2
     assert "missing field" in capsys.readouterr().err
+    # the product `ceiling` no longer takes a kernel (bounds are a benchmark)
+    with pytest.raises(SystemExit):
+        cli.main(["ceiling", str(corpus), "--tokenizer", str(QWEN), "--kernel", str(path)])
 
 
 def test_tag_shape_counts_the_real_loop():
@@ -89,20 +92,20 @@ def test_tag_shape_counts_the_real_loop():
     # Qwen writes numbers digit by digit: more digits, more decode steps
     assert wide.decode_steps > narrow.decode_steps
     assert narrow.decode_steps >= 3 and wide.forced_runs >= 0
-    gen = CountingGenerator(model, "a\nb\nc", splice=True)
+    gen, runner = counting_generator(model, "a\nb\nc", splice=True)
     result = gen.run("x", force_program=[Copy(1, 2), Gen("\nz\n")])
     assert result.document == "a\nb\nz"
-    assert len(gen.widths) == result.stats.forward_passes
-    assert max(gen.widths[1:]) >= 1 + result.stats.copied_tokens  # one forward carried the span
+    assert len(runner.widths) == result.stats.forward_passes
+    assert max(runner.widths[1:]) >= 1 + result.stats.copied_tokens  # one forward carried the span
 
 
 def test_regeneration_baseline_one_forward_per_token():
     model = tiny_model("tiny-qwen")
     case = select_cases(CASES, "size", 1)[0]
-    gen = CpuClocked(model, case.doc)
+    gen, clock = clocked_generator(model, case.doc)
     ids = gen.adapter.encode(case.gold)
     prompt = gen.adapter.prompt_ids(case.doc, "edit", "lines")
-    out = regen_baseline(gen, "edit", case.gold)
+    out = regen_baseline(gen, clock, "edit", case.gold)
     assert out["exact"] and out["tokens"] == len(ids) and out["prompt_tokens"] == len(prompt)
     assert out["forward_passes"] == 1 + len(ids)
     assert 0 < out["prefill_seconds"] < out["total_seconds"]

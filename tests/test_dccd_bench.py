@@ -39,6 +39,8 @@ def test_tokenizer_round_trips_the_task_text():
 def test_tiny_bench_runs_and_reports_every_method(capsys):
     assert main(["bench", "dccd", "--tiny", "--json", "--k", "1,2"]) == 0
     out = json.loads(capsys.readouterr().out)
+    env = out["environment"]  # the one environment record every bench JSON carries
+    assert env["date_utc"] and env["git_commit"] and env["torch"] and env["torch_threads"] >= 1
     cfg = BenchConfig.tiny()
     methods = out["methods"]
     expected = {"cd", "cd_format_prompt"} | {

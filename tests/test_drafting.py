@@ -12,6 +12,7 @@ from cad_outlines.generator import CaDGenerator, _Draft
 from cad_outlines.oracle import oracle_program, oracle_tokens
 from cad_outlines.program import Copy, CopyTokens, Gen
 from cad_outlines.resolver import resolve
+from cad_outlines.runner import TransformersRunner
 
 from conftest import FAMILY_PRESETS, tiny_model
 from test_generator import _DOCS, _cases, _structure_bias
@@ -22,8 +23,8 @@ def _run(model, doc, ops=None, **options):
     calls: list[int] = []
     gen = CaDGenerator(model, doc, **options)
     caches = []
-    new_cache = gen._new_cache
-    gen._new_cache = lambda: caches.append(new_cache()) or caches[-1]
+    new_cache = gen.runner.new_cache
+    gen.runner.new_cache = lambda: caches.append(new_cache()) or caches[-1]
     handle = model.model.register_forward_hook(lambda mod, args, out: calls.append(1))
     try:
         result = gen.run("apply the change", force_program=ops)
@@ -157,7 +158,7 @@ class _FakeCache:
 
 def test_draft_verify_keeps_the_matching_prefix_and_crops_the_rest():
     cache = _FakeCache(10 + 4)  # 10 committed tokens, then a 4-token draft
-    draft = _Draft(cache)
+    draft = _Draft(TransformersRunner.__new__(TransformersRunner), cache)  # crop needs no model
     rows = [torch.full((3,), float(k)) for k in range(4)]
     draft.add([7, 8, 9, 5], rows)
     rest, after = draft.verify([7])  # fully inside the draft: nothing to forward
@@ -206,15 +207,17 @@ def test_drafter_predictions():
         Drafter(lines, "words")
 
 
-def test_subclass_with_the_old_forward_signature_decodes_without_drafts():
+def test_an_observed_runner_sees_every_forward_and_changes_nothing():
+    from cad_outlines.runner import ObservedRunner
+
     model = tiny_model("tiny-qwen")
-
-    class OldForward(CaDGenerator):
-        def _forward(self, ids, cache):
-            return super()._forward(ids, cache)
-
     case = _cases(1)[0]
     ops = oracle_program(case["doc"], case["gold"])
-    result = OldForward(model, case["doc"]).run("x", force_program=ops)
-    assert result.document == case["gold"]
-    assert result.stats.draft_tokens == 0 and result.stats.forward_passes == result.stats.decoded_tokens
+    seen: list[tuple[int, int]] = []
+    observed = ObservedRunner(TransformersRunner(model.model), lambda w, r, s: seen.append((w, r)))
+    plain = CaDGenerator(model, case["doc"]).run("x", force_program=ops)
+    watched = CaDGenerator(model, case["doc"], runner=observed).run("x", force_program=ops)
+    assert watched.document == plain.document == case["gold"] and watched.program == plain.program
+    assert len(seen) == watched.stats.forward_passes == plain.stats.forward_passes
+    assert watched.stats.draft_tokens == plain.stats.draft_tokens > 0  # drafting stays on
+    assert any(rows > 1 for _, rows in seen)  # drafted forwards return several rows

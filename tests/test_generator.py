@@ -88,12 +88,13 @@ def test_splice_equivalence(preset):
     prompt = gen.adapter.prompt_ids(gen.document, "edit", "lines")
     tag = gen.adapter.encode('<program><copy lines="1-3"/>')
     span = gen.adapter.copy_ids(gen.document.split("\n")[:3])
-    one, many = gen._new_cache(), gen._new_cache()
-    gen._forward(prompt + tag, one)
-    gen._forward(prompt + tag, many)
-    spliced = gen._forward(span, one)
+    runner = gen.runner
+    one, many = runner.new_cache(), runner.new_cache()
+    runner.forward(prompt + tag, one)
+    runner.forward(prompt + tag, many)
+    spliced = runner.forward(span, one)
     for tid in span:
-        stepped = gen._forward([tid], many)
+        stepped = runner.forward([tid], many)
     assert one.get_seq_length() == many.get_seq_length() == len(prompt) + len(tag) + len(span)
     assert torch.max(torch.abs(spliced - stepped)).item() <= 1e-4
 

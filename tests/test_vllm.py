@@ -186,3 +186,10 @@ def test_async_engine_runs_edits_concurrently(tmp_path):
         assert sum(r.stats.splice_cached_tokens for r in results) > 0
     finally:
         engine.shutdown()
+
+
+def test_outlines_vllm_offline_model_is_accepted(family):
+    llm, _ = family
+    editor = cad_vllm.VLLMEditor(outlines.from_vllm_offline(llm))
+    assert editor.engine is llm
+    assert editor.run(DOC, "edit", force_program=PROGRAMS[2]).document == DOC

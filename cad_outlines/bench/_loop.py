@@ -1,10 +1,12 @@
-"""Bench-side drivers of :class:`~cad_outlines.generator.CaDGenerator`'s own pieces.
+"""Bench-side drivers of :class:`~cad_outlines.generator.CaDGenerator`.
 
-Nothing here copies the decode loop: :class:`CountingGenerator` runs the real loop with a
-stand-in forward (to count a program's decode steps and forced runs), :class:`CpuClocked`
-adds a CPU-time mark to it, and :func:`regen_baseline` runs baseline (a), "full
-autoregressive regeneration with the same forward and no constraint", through the
-generator's own unconstrained branch (``CaDGenerator.regenerate``).
+Nothing here copies or subclasses the decode loop: benchmarks count and clock by handing
+the generator a runner (:mod:`cad_outlines.runner`). :class:`CountingRunner` stands in
+for the model (to count a program's decode steps and forced runs without one),
+:class:`CpuClock` observes the real runner to put a CPU-time mark after each run's
+first forward, and :func:`regen_baseline` runs baseline (a), "full autoregressive
+regeneration with the same forward and no constraint", through the generator's own
+unconstrained branch (``CaDGenerator.regenerate``).
 """
 
 from __future__ import annotations
@@ -17,52 +19,71 @@ import torch
 
 from ..generator import CaDGenerator
 from ..program import Copy, Gen, Op
+from ..runner import ObservedRunner, TransformersRunner
 
 
-class CountingGenerator(CaDGenerator):
-    """The real decode loop with a stand-in forward that records how many ids it got.
+class CountingRunner:
+    """A stand-in model side that records how many ids each forward appends.
 
     ``widths[0]`` is the prompt; each later entry is one forward of the loop (1 = a plain
-    decode step, more = a step carrying a forced run and/or a splice). No model runs.
+    decode step, more = a step carrying a forced run and/or a splice). No model runs: the
+    logits are zeros, so only forced programs make sense with it.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(self, vocab_size: int):
+        self.device = torch.device("cpu")
+        self.vocab_size = vocab_size
+        self.max_positions = None
         self.widths: list[int] = []
 
-    def _forward(self, ids: Sequence[int], cache: Any) -> torch.Tensor:
+    def new_cache(self) -> Any:
+        return None
+
+    def forward(self, ids: Sequence[int], cache: Any, rows: int = 1) -> torch.Tensor:
         self.widths.append(len(ids))
-        return torch.zeros(self._vocab)
+        return torch.zeros(self.vocab_size) if rows == 1 else torch.zeros(rows, self.vocab_size)
+
+    def crop(self, cache: Any, n: int) -> None:
+        pass
 
 
-class CpuClocked(CaDGenerator):
-    """The generator with a process-CPU-time mark at the end of each run's first forward.
+def counting_generator(model: Any, document: str, **options: Any) -> tuple[CaDGenerator, CountingRunner]:
+    """A generator over ``document`` whose forwards are counted, not run (drafts off)."""
+    vocab = model.model.get_output_embeddings().weight.shape[0]
+    runner = CountingRunner(vocab)
+    return CaDGenerator(model, document, runner=runner, draft_tags=False, **options), runner
+
+
+class CpuClock:
+    """Observes a runner: a process-CPU-time mark at the end of each run's first forward.
 
     On a shared CPU machine wall time counts the time other processes hold the cores;
     with one intra-op thread, process CPU time measures the run's own work. ``cpu_run``
     returns both clocks' view of a run: total and after the prompt prefill.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(self) -> None:
         self.prefill_cpu_end: Optional[float] = None
 
-    def _forward(self, ids: Sequence[int], cache: Any, rows: int = 1) -> torch.Tensor:
-        # ``rows`` keeps tag drafting on (the generator drafts only through a ``_forward``
-        # that can return several rows).
-        out = super()._forward(ids, cache, rows)
+    def __call__(self, width: int, rows: int, seconds: float) -> None:
         if self.prefill_cpu_end is None:
             self.prefill_cpu_end = time.process_time()
-        return out
 
 
-def cpu_run(gen: CpuClocked, call: Callable[[], Any]) -> tuple[Any, dict[str, float]]:
-    """Run ``call()`` (one run of ``gen``); return its result and its CPU seconds."""
-    gen.prefill_cpu_end = None
+def clocked_generator(model: Any, document: str, **options: Any) -> tuple[CaDGenerator, CpuClock]:
+    """A generator over ``document`` whose runner is observed by a :class:`CpuClock`."""
+    clock = CpuClock()
+    runner = ObservedRunner(TransformersRunner(model.model), clock)
+    return CaDGenerator(model, document, runner=runner, **options), clock
+
+
+def cpu_run(clock: CpuClock, call: Callable[[], Any]) -> tuple[Any, dict[str, float]]:
+    """Run ``call()`` (one run of a generator ``clock`` observes); return its result and CPU seconds."""
+    clock.prefill_cpu_end = None
     start = time.process_time()
     result = call()
     end = time.process_time()
-    mark = gen.prefill_cpu_end if gen.prefill_cpu_end is not None else start
+    mark = clock.prefill_cpu_end if clock.prefill_cpu_end is not None else start
     return result, {"cpu_total_seconds": end - start, "cpu_gen_seconds": end - mark}
 
 
@@ -79,8 +100,8 @@ class TagShape:
 def tag_shape(model: Any, n_lines: int = 300, copy: tuple[int, int] = (120, 245)) -> TagShape:
     """Count what ``<copy lines="i-j"/>`` costs in the real loop (fast-forward on).
 
-    Two forced programs on an ``n_lines`` document are run through
-    :class:`CountingGenerator` (``splice=False`` so that forward widths are
+    Two forced programs on an ``n_lines`` document are run through a
+    :class:`CountingRunner` (``splice=False`` so that forward widths are
     ``1 + forced run``): gen, copy, gen and gen, gen; the differences are the tag's.
     """
     doc = "\n".join(f"line {k} = {k} * 2" for k in range(1, n_lines + 1))
@@ -88,15 +109,15 @@ def tag_shape(model: Any, n_lines: int = 300, copy: tuple[int, int] = (120, 245)
     without: list[Op] = [Gen("\nx = 1\n"), Gen("\ny = 2\n")]
     counts = []
     for ops in (with_copy, without):
-        gen = CountingGenerator(model, doc, splice=False)
+        gen, runner = counting_generator(model, doc, splice=False)
         stats = gen.run("edit", force_program=ops).stats
-        loop = gen.widths[1:]
+        loop = runner.widths[1:]
         counts.append((stats.decoded_tokens, sum(w > 1 for w in loop), stats.forced_tokens))
     (d1, r1, f1), (d0, r0, f0) = counts
     return TagShape(f'<copy lines="{copy[0]}-{copy[1]}"/>', d1 - d0, r1 - r0, f1 - f0)
 
 
-def regen_baseline(gen: CpuClocked, instruction: str, gold: str) -> dict[str, Any]:
+def regen_baseline(gen: CaDGenerator, clock: CpuClock, instruction: str, gold: str) -> dict[str, Any]:
     """Baseline (a) for one case: the gold teacher-forced through the generator's own
     unconstrained loop (``CaDGenerator.regenerate(instruction, target=gold)``).
 
@@ -104,7 +125,7 @@ def regen_baseline(gen: CpuClocked, instruction: str, gold: str) -> dict[str, An
     ``prefill_seconds``, ``total_seconds``, ``gen_seconds``, the CPU-time figures of
     :func:`cpu_run` and ``exact``.
     """
-    result, cpu = cpu_run(gen, lambda: gen.regenerate(instruction, target=gold))
+    result, cpu = cpu_run(clock, lambda: gen.regenerate(instruction, target=gold))
     st = result.stats
     return {"prompt_tokens": st.prompt_tokens, "tokens": st.decoded_tokens + st.forced_tokens,
             "forward_passes": st.forward_passes, "prefill_seconds": st.prefill_seconds,

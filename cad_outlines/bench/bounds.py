@@ -310,7 +310,7 @@ def load_kernel(path: str | os.PathLike) -> Kernel:
     return kernel_from_dict(data, where)
 
 
-# --- ceiling + bounds (``cad-outlines ceiling --kernel``) ------------------------------------
+# --- ceiling + bounds (``cad-outlines bench bounds``) ------------------------------------
 
 
 def ceiling_with_bounds(cases: Iterable[Any], tokenization: Any, kernel: Kernel, *,

@@ -52,7 +52,7 @@ from typing import Any, Optional, Sequence
 
 from . import _common
 
-__all__ = ["ConstraintConfig", "FAMILIES", "default_corpus", "format_constraint", "forced_ids", "run_constraint"]
+__all__ = ["ConstraintConfig", "FAMILIES", "format_constraint", "forced_ids", "run_constraint"]
 
 #: Tokenizer family -> the random-weight preset that carries its fixture tokenizer.
 FAMILIES: dict[str, str] = {"qwen": "tiny-qwen", "deepseek-coder": "tiny-deepseek-coder",
@@ -90,20 +90,6 @@ class ConstraintConfig:
         base = dict(tokenizers=("codellama",), sizes=(40, 400), repeats=1)
         base.update(overrides)
         return cls(**base)
-
-
-def default_corpus() -> Path:
-    """The repository's corpus sample (``tests/fixtures/corpus_sample.jsonl``).
-
-    Raises
-    ------
-    FileNotFoundError
-        Outside a clone / editable install, where the fixtures are not shipped.
-    """
-    path = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "corpus_sample.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(f"no corpus sample at {path}; pass a corpus file")
-    return path
 
 
 # --- parent: one spawned worker per tokenizer -------------------------------------------

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import platform
 import random
 import re
 import statistics
@@ -38,6 +36,7 @@ from typing import Any, Sequence
 import torch
 
 from ..dccd import DraftConditionedGenerator, select
+from ._common import environment
 
 __all__ = ["BenchConfig", "PROJECTION_TEMPLATE", "format_table", "run"]
 
@@ -409,23 +408,9 @@ def _run(cfg: BenchConfig, progress: bool) -> dict:
                   "tokenizer_vocab": len(tok), "model_vocab": model.config.vocab_size},
         "train": {"seconds": t_train, "final_loss": statistics.fmean(losses[-20:])},
         "eval_seconds": time.perf_counter() - t0 - t_train,
-        "environment": _environment(),
+        "environment": environment(),
         **results,
     }
-
-
-def _environment() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
-    env = {"python": platform.python_version(), "machine": platform.machine(),
-           "processor": platform.processor() or "?", "cpus": os.cpu_count(),
-           "torch_threads": torch.get_num_threads()}
-    for pkg in ("torch", "transformers", "outlines", "outlines_core", "llguidance", "tokenizers"):
-        try:
-            env[pkg] = version(pkg)
-        except PackageNotFoundError:
-            env[pkg] = None
-    return env
 
 
 _LABELS = {"cd": "CD (question prompt)", "cd_format_prompt": "CD (question + 'JSON:')"}

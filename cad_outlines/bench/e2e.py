@@ -50,7 +50,7 @@ from ..oracle import oracle_program
 from ..program import parse, render
 from ..resolver import resolve
 from . import _common
-from ._loop import CpuClocked, cpu_run, regen_baseline
+from ._loop import clocked_generator, cpu_run, regen_baseline
 from .bounds import KernelCurve, compute_bounds, kernel_from_dict
 from .kernel import KernelConfig, measure_kernel
 
@@ -204,8 +204,8 @@ def run_outlines(model: Any, document: str, instruction: str, program_text: str,
 
 def _cad_run(model: Any, case: Case, instruction: str, ops: list, budget: int,
              **options: Any) -> dict[str, Any]:
-    gen = CpuClocked(model, case.doc, max_new_tokens=budget, **options)
-    result, cpu = cpu_run(gen, lambda: gen.run(instruction, force_program=ops))
+    gen, clock = clocked_generator(model, case.doc, max_new_tokens=budget, **options)
+    result, cpu = cpu_run(clock, lambda: gen.run(instruction, force_program=ops))
     stats = {**asdict(result.stats), **cpu}
     stats["gen_seconds"] = result.stats.total_seconds - result.stats.prefill_seconds
     stats["exact"] = result.document == case.gold
@@ -229,16 +229,15 @@ def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs
     program_text = render(ops)
     if resolve(parse(program_text), case.doc) != case.gold:
         raise ValueError(f"case {case.id!r}: the oracle program does not rebuild the gold")
-    probe = CpuClocked(model, case.doc)
-    adapter = probe.adapter
+    adapter = CaDGenerator(model, case.doc).adapter
     ceiling = case_ceiling(case, adapter, "lines")
     T, spans = ceiling.T, list(ceiling.spans)
     bounds = compute_bounds(T, T - sum(spans), spans, curve, costs)
     prompt_ids = adapter.prompt_ids(case.doc, instruction, "lines")
     # Token budgets with room to spare: a run cut short by max_new_tokens is not a run.
-    regen = CpuClocked(model, case.doc, max_new_tokens=T + 64)
+    regen, regen_clock = clocked_generator(model, case.doc, max_new_tokens=T + 64)
     budget = len(adapter.encode(program_text)) + 64
-    runs: dict[str, Any] = {"regen": regen_baseline(regen, instruction, case.gold)}
+    runs: dict[str, Any] = {"regen": regen_baseline(regen, regen_clock, instruction, case.gold)}
     runs["outlines"] = run_outlines(model, case.doc, instruction, program_text, adapter)
     runs["cad"] = _cad_run(model, case, instruction, ops, budget)
     runs["cad_nodraft"] = _cad_run(model, case, instruction, ops, budget, draft_tags=False)

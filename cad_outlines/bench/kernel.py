@@ -104,7 +104,8 @@ def measure_kernel(model: Any, cfg: KernelConfig, progress: bool = True) -> dict
     """
     doc = "\n".join(f"line {k} = {k} * 2" for k in range(1, 301))
     gen = CaDGenerator(model, doc)
-    device = gen._device
+    runner = gen.runner
+    device = runner.device
     ns = grid(cfg.max_n)
     rng = torch.Generator().manual_seed(cfg.seed)
     ordinary = torch.tensor(sorted(set(range(len(gen.adapter.tokenizer))) - set(gen.adapter.special_ids)))
@@ -115,7 +116,8 @@ def measure_kernel(model: Any, cfg: KernelConfig, progress: bool = True) -> dict
 
     def forward(x: torch.Tensor, cache: Any, keep: int) -> Any:
         with torch.inference_mode():
-            out = gen.hf_model(input_ids=x, use_cache=True, logits_to_keep=keep, **{gen._cache_kw: cache})
+            # the raw model, not runner.forward: keep=0 (every row) and no host copy
+            out = runner.model(input_ids=x, use_cache=True, logits_to_keep=keep, cache=cache)
         sync()
         return out
 
@@ -125,7 +127,7 @@ def measure_kernel(model: Any, cfg: KernelConfig, progress: bool = True) -> dict
         forward(x, cache, keep)
         return time.perf_counter() - clock, time.process_time() - cpu
 
-    cache = gen._new_cache()
+    cache = runner.new_cache()
     forward(prefix, cache, 1)
     steps = cfg.trials * (cfg.max_n + 2 * len(ns) + 1) + 2 * len(ns) + 4
     bar = _common.progress(total=steps, desc=f"kernel {cfg.preset}", unit="fwd", disable=not progress)
@@ -203,7 +205,7 @@ def measure_kernel(model: Any, cfg: KernelConfig, progress: bool = True) -> dict
         "max_n": cfg.max_n,
         "seed": cfg.seed,
         "forced_tokens": cfg.forced_tokens,
-        "vocab": gen._vocab,
+        "vocab": runner.vocab_size,
         "n": ns,
         "t_ar": t_ar,
         "t_pp_keep1": t_keep1,
@@ -262,7 +264,7 @@ def _time_masks(gen: CaDGenerator) -> tuple[float, float]:
     its ``<gen>``) and of the copy tag that ends :data:`TAG_STATE`."""
     from ..constraint import ProgramConstraint
 
-    logits = torch.randn(gen._vocab, generator=torch.Generator().manual_seed(0))
+    logits = torch.randn(gen.runner.vocab_size, generator=torch.Generator().manual_seed(0))
     gen_open = GEN_STATE.index(program.GEN_OPEN) + len(program.GEN_OPEN)
     tag_open = TAG_STATE.rindex("<copy")
     out = []
@@ -272,7 +274,7 @@ def _time_masks(gen: CaDGenerator) -> tuple[float, float]:
         for tid in _program_ids(gen, text):
             if len(constraint.text) >= start:
                 clock = time.perf_counter()
-                allowed = constraint.allowed(gen._vocab)
+                allowed = constraint.allowed(gen.runner.vocab_size)
                 gen._choose(logits, allowed, None)
                 times.append(time.perf_counter() - clock)
             constraint.advance([tid])

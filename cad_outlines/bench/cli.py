@@ -1,0 +1,470 @@
+"""The ``cad-outlines bench`` command group: argument parsing for the measurements.
+
+The product CLI (:mod:`cad_outlines.cli`) only delegates here (:func:`add_parser`), so
+benchmark code stays out of the product: nothing outside :mod:`cad_outlines.bench`
+imports it. Each measurement has an ``_add_bench_<name>`` function that declares its
+arguments and a ``_run_bench_<name>`` runner that calls :mod:`cad_outlines.bench`.
+Imports of torch and the measurement modules stay inside the runners so that building
+the parser is cheap.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Callable
+
+from cad_outlines.cli import UsageError
+
+_BENCH_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the ``bench`` group, with every measurement, to the product CLI's subparsers."""
+    p = sub.add_parser(
+        "bench",
+        help="run a measurement (each reports its configuration, machine and versions)",
+        description="Measurements behind the figures in docs/.")
+    bench = p.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
+    for add in _BENCH_COMMANDS:
+        add(bench)
+
+
+def _add_bench_dccd(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser(
+        "dccd",
+        help="CD vs draft-conditioned CD on a small model trained here (feasible mass, tax, accuracy)",
+        description="Train a small transformer (seeded, CPU) to answer arithmetic questions "
+                    "in prose, then ask for JSON on held-out questions: plain constrained "
+                    "decoding vs DCCD with K drafts; see docs/dccd.md.")
+    p.add_argument("--steps", type=int, default=None, metavar="N",
+                   help="training steps (default: 900; 60 with --tiny)")
+    p.add_argument("--k", default=None, metavar="K1,K2,...",
+                   help="numbers of drafts to compare (default: 1,3,5; 1,3 with --tiny)")
+    p.add_argument("--eval", type=int, default=None, metavar="N", dest="eval_questions",
+                   help="held-out questions to evaluate (default: 200, all; 6 with --tiny)")
+    p.add_argument("--seed", type=int, default=0, help="seed of data, weights and sampling")
+    p.add_argument("--tiny", action="store_true",
+                   help="CI-sized run (well under a minute): small model, few steps")
+    p.add_argument("--json", action="store_true", help="print every measurement as JSON")
+    p.set_defaults(func=_run_bench_dccd)
+
+
+def _run_bench_dccd(args: argparse.Namespace) -> int:
+    import json
+
+    from cad_outlines.bench.dccd import BenchConfig, format_table, run
+
+    overrides: dict = {"seed": args.seed}
+    if args.steps is not None:
+        if args.steps < 1:
+            raise UsageError(f"--steps must be >= 1, got {args.steps}")
+        overrides["steps"] = args.steps
+    if args.k is not None:
+        try:
+            ks = tuple(int(v) for v in args.k.split(","))
+        except ValueError:
+            raise UsageError(f"--k takes comma-separated integers, got {args.k!r}") from None
+        if not ks or min(ks) < 1:
+            raise UsageError(f"--k values must be >= 1, got {args.k!r}")
+        overrides["ks"] = ks
+    if args.eval_questions is not None:
+        if args.eval_questions < 1:
+            raise UsageError(f"--eval must be >= 1, got {args.eval_questions}")
+        overrides["eval_questions"] = args.eval_questions
+    cfg = BenchConfig.tiny(**overrides) if args.tiny else BenchConfig(**overrides)
+    results = run(cfg, progress=True)
+    print(json.dumps(results, indent=2) if args.json else format_table(results))
+    return 0
+
+
+_BENCH_COMMANDS.append(_add_bench_dccd)
+
+
+# --- bench kernel | e2e | formats | perturb (cad_outlines/bench/, docs/benchmarks.md) ------
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
+    return number
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    # Presets are checked by models.build (importing models here would import torch for
+    # every command).
+    p.add_argument("--preset", required=True, metavar="NAME",
+                   help="random-weight architecture of cad_outlines.models.PRESETS (e.g. "
+                        "tiny-qwen, qwen2.5-0.5b); speed does not depend on the weights, "
+                        "selection quality does")
+    p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                   help="weight dtype (default: float32)")
+    p.add_argument("--threads", type=_positive, default=None, metavar="N",
+                   help="torch intra-op threads (default: torch's own choice)")
+
+
+def _add_output_args(p: argparse.ArgumentParser, plot: bool = True) -> None:
+    p.add_argument("--seed", type=int, default=0, help="seed of weights, ids and draws (default: 0)")
+    p.add_argument("--json", action="store_true", help="print every measurement as JSON")
+    p.add_argument("-o", "--output", metavar="OUT.json", help="also write the JSON here (atomically)")
+    if plot:
+        p.add_argument("--plot", metavar="PNG", help="write the plot here (PNG)")
+
+
+def _emit(args: argparse.Namespace, report: dict, table: str) -> None:
+    import json
+
+    from cad_outlines.bench._common import write_json
+
+    if args.output:
+        write_json(args.output, report)
+    print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else table)
+
+
+def _add_bench_bounds(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser(
+        "bounds",
+        help="copy ceiling + model-free speed-up bounds of a corpus from a `bench kernel` file",
+        description="The `ceiling` statistics of CORPUS plus the speed-up bounds (bnd_m8, "
+                    "bnd_mean, bnd_exact, bnd_fixed, m*) that a kernel curve implies; no model "
+                    "runs. See docs/benchmarks.md.")
+    p.add_argument("corpus", metavar="CORPUS.jsonl", help='JSONL of {"id", "doc", "gold"}')
+    p.add_argument("--tokenizer", metavar="DIR", required=True,
+                   help="Hugging Face tokenizer folder that counts the tokens")
+    p.add_argument("--kernel", metavar="KERNEL.json", required=True,
+                   help="the kernel curve (`bench kernel -o KERNEL.json`)")
+    p.add_argument("--granularity", choices=["lines", "tokens"], default="lines",
+                   help="line oracle (default) or greedy token oracle")
+    p.add_argument("--min-span", type=int, default=8, metavar="M",
+                   help="shortest token copy, in tokens (default: 8)")
+    p.add_argument("--special-tokens", choices=["text", "match"], default="text",
+                   help="text (default): special-token spellings are plain text; match: "
+                        "they become special tokens")
+    p.add_argument("--json", action="store_true", help="print the statistics and bounds as JSON")
+    p.add_argument("-o", "--output", metavar="OUT.json", help="also write the JSON here (atomically)")
+    p.set_defaults(func=_run_bench_bounds)
+
+
+def _run_bench_bounds(args: argparse.Namespace) -> int:
+    import json
+    import os
+
+    from cad_outlines.bench._common import write_json
+    from cad_outlines.bench.bounds import ceiling_with_bounds, format_bounds, load_kernel
+    from cad_outlines.ceiling import format_table, load_tokenization
+    from cad_outlines.corpus import load_corpus
+
+    kernel = load_kernel(args.kernel)  # before the corpus work: fail early
+    cases = load_corpus(args.corpus)
+    tokenization = load_tokenization(args.tokenizer,
+                                     special_as_text=args.special_tokens == "text")
+    stats, bounds = ceiling_with_bounds(cases, tokenization, kernel, granularity=args.granularity,
+                                        min_span=args.min_span, progress=True)
+    report = {**stats.as_dict(), "bounds": bounds}
+    if args.output:
+        write_json(args.output, report)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        name = os.path.splitext(os.path.basename(args.corpus))[0]
+        print(format_table(stats, name) + "\n\n" + format_bounds(bounds, name))
+    return 0
+
+
+_BENCH_COMMANDS.append(_add_bench_bounds)
+
+
+def _add_bench_kernel(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser(
+        "kernel",
+        help="time N decode forwards vs one N-token forward (s(N)) and the loop's fixed costs",
+        description="After a P-token prefix, time N one-token decode forwards against one "
+                    "N-token forward over the same cache for N = 1, 2, 4, ..., max-n (median "
+                    "of t trials after a warm-up), with logits_to_keep=1 and full logits; "
+                    "measure tau, c_mask, c_sync, c_forced and a copy tag's decode steps. "
+                    "Writes a kernel JSON for `ceiling --kernel` and a plot.")
+    _add_model_args(p)
+    p.add_argument("--prefix", type=_positive, default=1024, metavar="P", help="prefix tokens (default: 1024)")
+    p.add_argument("--trials", type=_positive, default=3, metavar="T", help="timed trials (default: 3)")
+    p.add_argument("--max-n", type=_positive, default=512, metavar="N", help="largest N (default: 512)")
+    _add_output_args(p)
+    p.set_defaults(func=_run_bench_kernel)
+
+
+def _run_bench_kernel(args: argparse.Namespace) -> int:
+    from cad_outlines.bench.kernel import KernelConfig, format_kernel, plot_kernel, run_kernel
+
+    cfg = KernelConfig(args.preset, device=args.device, dtype=args.dtype, prefix=args.prefix,
+                       trials=args.trials, max_n=args.max_n, seed=args.seed, threads=args.threads)
+    record = run_kernel(cfg, progress=True)
+    if args.plot:
+        plot_kernel(record, args.plot)
+    _emit(args, record, format_kernel(record))
+    return 0
+
+
+_BENCH_COMMANDS.append(_add_bench_kernel)
+
+
+def _add_case_args(p: argparse.ArgumentParser, kernel_trials: int) -> None:
+    """Corpus, model, case selection and in-run kernel: shared by ``bench e2e`` and ``all``."""
+    p.add_argument("corpus", metavar="CORPUS.jsonl", help='JSONL of {"id", "doc", "gold"}')
+    _add_model_args(p)
+    p.add_argument("--limit", type=_positive, default=None, metavar="K", help="K cases only")
+    p.add_argument("--order", choices=["file", "size"], default="file",
+                   help="file order (default) or smallest doc+gold first")
+    p.add_argument("--kernel-trials", type=_positive, default=kernel_trials, metavar="T",
+                   help=f"trials of the in-run kernel curve (default: {kernel_trials})")
+    p.add_argument("--kernel-max-n", type=_positive, default=256, metavar="N",
+                   help="largest N of the in-run kernel curve (default: 256)")
+
+
+def _add_bench_e2e(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser(
+        "e2e",
+        help="oracle-forced CaD vs full regeneration, Outlines' Generator and splice=False",
+        description="On each case: full regeneration of the gold (a), Outlines' Generator "
+                    "with the same CFG forced to the oracle program (b), CaD forced to the "
+                    "oracle program (with and without tag drafts), CaD splice=False (c) and "
+                    "splice=False fast_forward=False draft_tags=False; "
+                    "realized speed-up over (a) next to bnd_exact from a kernel curve measured "
+                    "in the same run. Random weights: speed only, not selection quality.")
+    _add_case_args(p, kernel_trials=1)
+    p.add_argument("--kernel-prefix", type=_positive, default=None, metavar="P",
+                   help="prefix of the in-run kernel (default: mean prompt tokens of the cases)")
+    _add_output_args(p)
+    p.set_defaults(func=_run_bench_e2e)
+
+
+def _run_bench_e2e(args: argparse.Namespace) -> int:
+    import os
+
+    from cad_outlines.bench.e2e import E2EConfig, format_e2e, plot_e2e, run_e2e
+    from cad_outlines.corpus import load_corpus
+
+    cfg = E2EConfig(args.preset, device=args.device, dtype=args.dtype, seed=args.seed,
+                    threads=args.threads, limit=args.limit, order=args.order,
+                    kernel_trials=args.kernel_trials, kernel_max_n=args.kernel_max_n,
+                    kernel_prefix=args.kernel_prefix)
+    report = run_e2e(load_corpus(args.corpus), cfg, progress=True)
+    name = os.path.splitext(os.path.basename(args.corpus))[0]
+    if args.plot:
+        plot_e2e(report, args.plot, title=f"{name}: {args.preset} e2e (random weights)")
+    _emit(args, report, format_e2e(report, name))
+    return 0 if not report["failures"] else 1
+
+
+_BENCH_COMMANDS.append(_add_bench_e2e)
+
+
+def _add_bench_formats(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser(
+        "formats",
+        help="output tokens and round trips: full text, search/replace, unified diff, CaD",
+        description="From the oracle alignment of every case: tokens (mean, median, p95, "
+                    "total) and exact round trip of full regeneration, Aider-style "
+                    "search/replace blocks (first match), difflib unified diffs applied with "
+                    "GNU patch, and CaD programs (lines and tokens). Deterministic; no model.")
+    p.add_argument("corpus", metavar="CORPUS.jsonl", help='JSONL of {"id", "doc", "gold"}')
+    p.add_argument("--tokenizer", metavar="DIR", required=True, help="Hugging Face tokenizer folder")
+    p.add_argument("--limit", type=_positive, default=None, metavar="K", help="first K cases only")
+    p.add_argument("--min-span", type=_positive, default=8, metavar="M",
+                   help="shortest token copy of the token-level CaD program (default: 8)")
+    _add_output_args(p, plot=False)
+    p.set_defaults(func=_run_bench_formats)
+
+
+def _run_bench_formats(args: argparse.Namespace) -> int:
+    import os
+
+    from cad_outlines.bench.formats import format_formats, run_formats
+    from cad_outlines.ceiling import load_tokenization
+    from cad_outlines.corpus import load_corpus
+
+    report = run_formats(load_corpus(args.corpus), load_tokenization(args.tokenizer),
+                         limit=args.limit, min_span=args.min_span, progress=True)
+    report["seed"] = args.seed  # no randomness; recorded for uniformity
+    report["tokenizer"], report["limit"] = args.tokenizer, args.limit
+    _emit(args, report, format_formats(report, os.path.splitext(os.path.basename(args.corpus))[0]))
+    return 0
+
+
+_BENCH_COMMANDS.append(_add_bench_formats)
+
+
+def _add_bench_perturb(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser(
+        "perturb",
+        help="exact match when every copy endpoint is shifted by U[-eps, eps]",
+        description="Shift each copy endpoint of the oracle program by an integer drawn "
+                    "from Uniform[-eps, eps], clamp to the document, resolve in clipped mode "
+                    "and count exact matches with the gold. No model.")
+    p.add_argument("corpus", metavar="CORPUS.jsonl", help='JSONL of {"id", "doc", "gold"}')
+    p.add_argument("--eps", default="0,1,2,3,5", metavar="E1,E2,...",
+                   help="shift bounds to try (default: 0,1,2,3,5)")
+    p.add_argument("--trials", type=_positive, default=5, metavar="T", help="draws per case (default: 5)")
+    p.add_argument("--limit", type=_positive, default=None, metavar="K", help="first K cases only")
+    _add_output_args(p)
+    p.set_defaults(func=_run_bench_perturb)
+
+
+def _eps_list(text: str) -> list[int]:
+    try:
+        eps = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise UsageError(f"--eps takes comma-separated integers, got {text!r}") from None
+    if min(eps) < 0:
+        raise UsageError(f"--eps values must be >= 0, got {text!r}")
+    return eps
+
+
+def _run_bench_perturb(args: argparse.Namespace) -> int:
+    import os
+
+    from cad_outlines.bench.perturb import format_perturb, plot_perturb, run_perturb
+    from cad_outlines.corpus import load_corpus
+
+    eps = _eps_list(args.eps)
+    name = os.path.splitext(os.path.basename(args.corpus))[0]
+    report = run_perturb(load_corpus(args.corpus), eps, trials=args.trials, seed=args.seed,
+                         limit=args.limit, progress=True)
+    if args.plot:
+        plot_perturb(report, args.plot, title=f"{name}: copy-index perturbation "
+                                              f"({report['n']} cases x {args.trials} trials)")
+    _emit(args, report, format_perturb(report, name))
+    return 0
+
+
+_BENCH_COMMANDS.append(_add_bench_perturb)
+
+
+def _add_bench_all(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser(
+        "all",
+        help="kernel, bounds, e2e, formats and perturb on one corpus, in one timed run",
+        description="Items 1-5 of the benchmark on the chosen cases of one corpus, with one "
+                    "model and one kernel curve (the bounds and the e2e ratio read the curve "
+                    "measured in the same run). Writes every JSON and plot plus summary.md "
+                    "(all tables and the wall seconds of each item) to OUT_DIR.")
+    _add_case_args(p, kernel_trials=3)
+    p.add_argument("--out-dir", required=True, metavar="OUT_DIR", help="folder for the outputs")
+    p.add_argument("--eps", default="0,1,2,3,5", metavar="E1,E2,...",
+                   help="perturbation shift bounds (default: 0,1,2,3,5)")
+    p.add_argument("--trials", type=_positive, default=5, metavar="T",
+                   help="perturbation draws per case (default: 5)")
+    p.add_argument("--seed", type=int, default=0, help="seed of weights, ids and draws (default: 0)")
+    p.add_argument("--json", action="store_true",
+                   help="print the run's record (suite.json: settings, seconds per item, files) as JSON")
+    p.set_defaults(func=_run_bench_all)
+
+
+def _run_bench_all(args: argparse.Namespace) -> int:
+    import json
+    import os
+
+    from cad_outlines.bench.e2e import E2EConfig
+    from cad_outlines.bench.suite import format_suite, run_suite
+    from cad_outlines.corpus import load_corpus
+
+    eps = _eps_list(args.eps)
+    cfg = E2EConfig(args.preset, device=args.device, dtype=args.dtype, seed=args.seed,
+                    threads=args.threads, limit=args.limit, order=args.order,
+                    kernel_trials=args.kernel_trials, kernel_max_n=args.kernel_max_n)
+    name = os.path.splitext(os.path.basename(args.corpus))[0]
+    report = run_suite(load_corpus(args.corpus), cfg, args.out_dir, name=name, eps=eps,
+                       perturb_trials=args.trials, progress=True)
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        print(format_suite(report))
+        print(f"outputs: {args.out_dir}/ ({', '.join(report['files'])})")
+    return 0 if not report["failures"] else 1
+
+
+_BENCH_COMMANDS.append(_add_bench_all)
+
+
+def _add_bench_constraint(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser(
+        "constraint",
+        help="llguidance (CFG) vs outlines_core (token FSM) for the program language",
+        description="For each fixture tokenizer and document size n: first-use setup, "
+                    "per-document compile (llguidance grammar vs outlines_core Index of "
+                    "grammar.program_regex(n)), per-step mask cost along the oracle program "
+                    "of a corpus case, and whether both allow the same tokens. Each "
+                    "tokenizer runs in its own process; an Index build past --index-timeout "
+                    "or a process past --memory-limit is stopped and reported (exit status 1).")
+    p.add_argument("corpus", metavar="CORPUS.jsonl",
+                   help="corpus holding --case (the repository's tests/fixtures/corpus_sample.jsonl "
+                        "has the default case)")
+    p.add_argument("--case", default=None, metavar="ID",
+                   help="case whose oracle program is forced (default: commits_c-0026)")
+    p.add_argument("--tokenizers", default=None, metavar="F1,F2",
+                   help="families among qwen,deepseek-coder,codellama (default: all; codellama "
+                        "with --tiny)")
+    p.add_argument("--sizes", default=None, metavar="N1,N2",
+                   help="document sizes in lines (default: 50,500,5000; 40,400 with --tiny)")
+    p.add_argument("--repeats", type=_positive, default=None, metavar="R",
+                   help="compiles and passes per measurement (default: 3; 1 with --tiny)")
+    p.add_argument("--index-timeout", type=float, default=120.0, metavar="S",
+                   help="stop an outlines_core Index build after S seconds (default: 120)")
+    p.add_argument("--memory-limit", type=float, default=12.0, metavar="GIB",
+                   help="stop a worker whose resident memory passes GIB (default: 12)")
+    p.add_argument("--tiny", action="store_true", help="CI-sized run: one tokenizer, small n")
+    p.add_argument("--json", action="store_true", help="print every measurement as JSON")
+    p.add_argument("-o", "--output", metavar="OUT.json", help="also write the JSON here (atomically)")
+    p.set_defaults(func=_run_bench_constraint)
+
+
+def _run_bench_constraint(args: argparse.Namespace) -> int:
+    from cad_outlines.bench.constraint import ConstraintConfig, format_constraint, run_constraint
+    from cad_outlines.corpus import load_corpus
+
+    overrides: dict = {"index_timeout_s": args.index_timeout, "memory_limit_gib": args.memory_limit}
+    if args.case is not None:
+        overrides["case"] = args.case
+    if args.tokenizers is not None:
+        overrides["tokenizers"] = tuple(t.strip() for t in args.tokenizers.split(",") if t.strip())
+    if args.sizes is not None:
+        try:
+            overrides["sizes"] = tuple(int(v) for v in args.sizes.split(","))
+        except ValueError:
+            raise UsageError(f"--sizes takes comma-separated integers, got {args.sizes!r}") from None
+    if args.repeats is not None:
+        overrides["repeats"] = args.repeats
+    cfg = ConstraintConfig.tiny(**overrides) if args.tiny else ConstraintConfig(**overrides)
+    report = run_constraint(load_corpus(args.corpus), cfg, progress=True)
+    _emit(args, report, format_constraint(report))
+    return 0 if not any("stopped" in rec for rec in report["tokenizers"].values()) else 1
+
+
+_BENCH_COMMANDS.append(_add_bench_constraint)
+
+
+# --- bench serve (cad_outlines/bench/serve.py, docs/serving.md; needs vLLM) ----------------
+
+
+def _add_bench_serve(bench: argparse._SubParsersAction) -> None:
+    from cad_outlines.bench.serve import add_arguments  # argparse only; vLLM loads when it runs
+
+    p = bench.add_parser(
+        "serve",
+        help="N concurrent edits on one vLLM engine: regeneration vs CaD (needs vLLM)",
+        description="Oracle-forced edits of a corpus, all submitted at once to one vLLM engine "
+                    "with prefix caching: full regeneration vs CaD continuation requests; "
+                    "see docs/serving.md.")
+    add_arguments(p)
+    p.set_defaults(func=_run_bench_serve)
+
+
+def _run_bench_serve(args: argparse.Namespace) -> int:
+    from cad_outlines.bench.serve import run_from_args
+
+    try:
+        return run_from_args(args)
+    except ImportError as err:  # vLLM is an optional dependency
+        raise UsageError(str(err)) from None
+
+
+_BENCH_COMMANDS.append(_add_bench_serve)

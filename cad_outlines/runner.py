@@ -1,0 +1,122 @@
+"""The model side of the decode loops, behind one small interface.
+
+A decode loop needs five things from a model: a fresh KV cache, a forward over the ids it
+appends (with the logits of the last few positions), a way to drop the last tokens of
+the cache (an unverified draft), the vocabulary size and the device. :class:`Runner`
+names them; :class:`TransformersRunner` implements them for a Hugging Face causal LM,
+and :class:`ObservedRunner` wraps any runner so that a benchmark can count and clock
+forwards without subclassing a generator.
+
+The CaD loop (:mod:`cad_outlines.generator`) appends ids to one sequence
+(:meth:`Runner.forward`); DCCD (:mod:`cad_outlines.dccd`) decodes a left-padded batch
+(:meth:`TransformersRunner.forward_batch`). Both go through the same object.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+
+import torch
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """What a decode loop needs from the model side."""
+
+    device: torch.device
+    vocab_size: int
+
+    def new_cache(self) -> Any:
+        """An empty KV cache."""
+
+    def forward(self, ids: Sequence[int], cache: Any, rows: int = 1) -> torch.Tensor:
+        """Append ``ids`` to ``cache``; float32 CPU logits of the last ``rows`` positions.
+
+        ``rows == 1``: shape ``(vocab,)``; more: shape ``(rows, vocab)``.
+        """
+
+    def crop(self, cache: Any, n: int) -> None:
+        """Drop the last ``n`` tokens from ``cache``."""
+
+
+class TransformersRunner:
+    """:class:`Runner` for a transformers 5 causal LM (``DynamicCache``, ``cache=``).
+
+    Parameters
+    ----------
+    hf_model
+        A ``transformers`` causal LM (``outlines_model.model`` for an Outlines model).
+    """
+
+    def __init__(self, hf_model: Any):
+        self.model = hf_model
+        self.device: torch.device = next(hf_model.parameters()).device
+        self.vocab_size: int = hf_model.get_output_embeddings().weight.shape[0]
+        config = hf_model.config
+        #: The longest context the model was built for (``None`` when the config has no limit).
+        self.max_positions: int | None = getattr(config, "max_position_embeddings", None)
+
+    def new_cache(self) -> Any:
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self.model.config)
+
+    def forward(self, ids: Sequence[int], cache: Any, rows: int = 1) -> torch.Tensor:
+        with torch.inference_mode():
+            out = self.model(input_ids=torch.tensor([list(ids)], device=self.device),
+                             use_cache=True, logits_to_keep=rows, cache=cache)
+        if rows == 1:
+            return out.logits[0, -1].float().cpu()
+        return out.logits[0, -rows:].float().cpu()
+
+    def crop(self, cache: Any, n: int) -> None:
+        if n:
+            cache.crop(-n)  # a negative crop removes that many tokens
+
+    def forward_batch(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                      position_ids: torch.Tensor, cache: Any) -> tuple[torch.Tensor, Any]:
+        """One forward of a (left-padded) batch; the last position's logits and the cache.
+
+        ``cache=None`` starts a new cache (the model creates it).
+        """
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                         position_ids=position_ids, use_cache=True, logits_to_keep=1,
+                         cache=cache)
+        return out.logits[:, -1, :], out.cache
+
+
+class ObservedRunner:
+    """A runner that reports every forward to ``observer(width, rows, seconds)``.
+
+    Benchmarks count forwards and their widths, or clock them, by wrapping the runner a
+    generator uses (``CaDGenerator(..., runner=ObservedRunner(runner, observe))``);
+    nothing in the decode loop knows it is observed.
+
+    Parameters
+    ----------
+    inner
+        The runner doing the work.
+    observer
+        Called after each :meth:`forward` with the number of ids appended, the rows of
+        logits returned and the wall-clock seconds it took.
+    """
+
+    def __init__(self, inner: Runner, observer: Callable[[int, int, float], None]):
+        self.inner = inner
+        self.observer = observer
+        self.device = inner.device
+        self.vocab_size = inner.vocab_size
+        self.max_positions = getattr(inner, "max_positions", None)
+
+    def new_cache(self) -> Any:
+        return self.inner.new_cache()
+
+    def forward(self, ids: Sequence[int], cache: Any, rows: int = 1) -> torch.Tensor:
+        clock = time.perf_counter()
+        out = self.inner.forward(ids, cache, rows)
+        self.observer(len(ids), rows, time.perf_counter() - clock)
+        return out
+
+    def crop(self, cache: Any, n: int) -> None:
+        self.inner.crop(cache, n)
