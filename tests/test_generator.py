@@ -230,7 +230,7 @@ def test_large_document_bounds(preset):
         cuts = [0] + [m.end() for m in program.COPY_TAG_RE.finditer(text)] + [len(text)]
         ids = [t for a, b in zip(cuts, cuts[1:]) if b > a for t in gen.adapter.encode(text[a:b])]
         for tid in ids:
-            if not bool(constraint.allowed(gen._vocab)[tid]):
+            if not bool(constraint.allowed(gen.runner.vocab_size)[tid]):
                 return False
             constraint.advance([tid])
         return True
@@ -243,7 +243,7 @@ def test_large_document_bounds(preset):
     # The mask, mid end-index: after "5999-" only 5999..6000 remain possible.
     constraint = ProgramConstraint(gen.compiled)
     constraint.advance(gen.adapter.encode('<program><copy lines="5999-'))
-    allowed = constraint.allowed(gen._vocab)
+    allowed = constraint.allowed(gen.runner.vocab_size)
     texts = {gen.adapter.token_bytes(t) for t in torch.nonzero(allowed).flatten().tolist()}
     assert texts and all(t[:1] in (b"5", b"6") for t in texts), texts
 
