@@ -121,11 +121,11 @@ class VLLMStats(CaDStats):
         For each continuation request, the tokens whose KV an earlier request computed
         (its whole context but the last sampled token), summed: what a splice could
         reuse, before block granularity.
-    splice_cached_tokens
-        Of the continuation requests' prompt tokens, those the prefix cache served.
     splice_reusable_block_tokens
         The same, each request's count rounded down to whole KV blocks: what the prefix
         cache can serve at most (it caches full blocks only).
+    splice_cached_tokens
+        Of the continuation requests' prompt tokens, those the prefix cache served.
     first_token_seconds
         Time from submitting each request to its first token.
     decode_seconds
@@ -419,7 +419,8 @@ class _Session:
         cached = output.num_cached_tokens or 0
         prompt_len = len(output.prompt_token_ids) if output.prompt_token_ids is not None else len(self.context)
         if stats.requests == 0:
-            stats.prefill_seconds = time.perf_counter() - self._start
+            stats.prefill_seconds = (stats.first_token_seconds[0] if stats.first_token_seconds
+                                     else time.perf_counter() - self._start)
         else:
             stats.splice_reusable_tokens += self._previous_context
             block = self.editor.block_size
@@ -507,7 +508,8 @@ class _RegenSession:
         stats = self.stats
         cached = output.num_cached_tokens or 0
         stats.requests += 1
-        stats.prefill_seconds = time.perf_counter() - self._start
+        stats.prefill_seconds = (stats.first_token_seconds[0] if stats.first_token_seconds
+                                 else time.perf_counter() - self._start)
         stats.prompt_tokens_cached += cached
         stats.prompt_tokens_computed += len(self.prompt) - cached
         ids = list(output.outputs[0].token_ids)
