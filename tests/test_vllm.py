@@ -193,3 +193,17 @@ def test_outlines_vllm_offline_model_is_accepted(family):
     editor = cad_vllm.VLLMEditor(outlines.from_vllm_offline(llm))
     assert editor.engine is llm
     assert editor.run(DOC, "edit", force_program=PROGRAMS[2]).document == DOC
+
+
+def test_token_granularity_forced_oracle_matches_hf(family):
+    llm, hf_model = family
+    editor = cad_vllm.VLLMEditor(llm, granularity="tokens", max_new_tokens=4096)
+    a = editor.adapter
+    doc, gold = DOC, DOC.replace("value_10 = 100", "value_10 = 'ten'")
+    ops = oracle.oracle_tokens(a.document_ids(doc), a.document_ids(gold), min_span=4,
+                               doc_pieces=a.token_pieces(doc), gold_pieces=a.token_pieces(gold))
+    got = editor.run(doc, "edit", force_program=ops)
+    want = CaDGenerator(hf_model, doc, granularity="tokens").run("edit", force_program=ops)
+    assert got.document == want.document == gold
+    assert got.program == want.program and got.ops == want.ops
+    assert got.stats.copied_tokens == want.stats.copied_tokens > 0
