@@ -197,9 +197,9 @@ def test_e2e_budgets_cover_the_gold_and_inexact_runs_fail(monkeypatch):
     seen = {}
     real = e2e.regen_baseline
 
-    def wrong(gen, instruction, gold):
+    def wrong(gen, clock, instruction, gold):
         seen["budget"] = gen.max_new_tokens
-        return {**real(gen, instruction, gold), "exact": False}
+        return {**real(gen, clock, instruction, gold), "exact": False}
 
     monkeypatch.setattr(e2e, "regen_baseline", wrong)
     curve, costs = KernelCurve((1, 2), (1.0, 2.0)), FixedCosts(1.0, 0.0, 0.0, 0.0, 1.0, 5, 1)
