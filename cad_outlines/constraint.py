@@ -182,7 +182,7 @@ class CompiledGrammar:
     granularity: Granularity
     upper: int
     compile_seconds: float
-    processor: Any  # Outlines' own logits processor for the same grammar
+    processor: Any  # Outlines' own logits processor for the same grammar (None: bare tokenizer)
 
 
 class _TokenizerCache:
@@ -190,6 +190,7 @@ class _TokenizerCache:
 
     def __init__(self) -> None:
         self._entries: dict[int, tuple[weakref.ref, Any, TokenTable, float]] = {}
+        self._bare: dict[int, tuple[weakref.ref, Any, TokenTable]] = {}
 
     def get(self, model: Any) -> tuple[Any, TokenTable, float]:
         tok = model.hf_tokenizer
@@ -205,6 +206,22 @@ class _TokenizerCache:
         seconds = time.perf_counter() - start
         self._entries[key] = (weakref.ref(tok), backend, table, seconds)
         return backend, table, seconds
+
+    def get_bare(self, tokenizer: Any) -> tuple[Any, TokenTable]:
+        """The llguidance tokenizer and token table of a bare Hugging Face tokenizer.
+
+        For engines that hold no Outlines ``Transformers`` model (vLLM); built the way
+        Outlines' backend builds it (``llguidance.hf.from_tokenizer``).
+        """
+        entry = self._bare.get(id(tokenizer))
+        if entry is not None and entry[0]() is tokenizer:
+            return entry[1], entry[2]
+        import llguidance.hf
+
+        llg_tokenizer = llguidance.hf.from_tokenizer(tokenizer)
+        table = _token_table(llg_tokenizer)
+        self._bare[id(tokenizer)] = (weakref.ref(tokenizer), llg_tokenizer, table)
+        return llg_tokenizer, table
 
 
 _CACHE = _TokenizerCache()
@@ -252,6 +269,33 @@ def compile_grammar(model: Any, upper: int, granularity: Granularity = "lines") 
     seconds = time.perf_counter() - start
     return CompiledGrammar(processor.grammar, backend.llg_tokenizer, table, granularity, upper,
                            seconds, processor)
+
+
+def compile_tokenizer_grammar(tokenizer: Any, upper: int,
+                              granularity: Granularity = "lines") -> CompiledGrammar:
+    """:func:`compile_grammar` for a bare Hugging Face tokenizer (no Outlines model).
+
+    The same specialised grammar and the same llguidance compilation, for engines that
+    own their model (vLLM); ``processor`` is ``None`` (there is no Outlines processor).
+
+    Parameters
+    ----------
+    tokenizer
+        A Hugging Face fast tokenizer.
+    upper, granularity
+        As for :func:`compile_grammar`.
+    """
+    import llguidance
+
+    llg_tokenizer, table = _CACHE.get_bare(tokenizer)
+    start = time.perf_counter()
+    text = specialize(load_grammar(granularity), upper, granularity)
+    try:  # as Outlines' LLGuidanceBackend.get_cfg_logits_processor: EBNF/GBNF first, then lark
+        spec = llguidance.grammar_from("grammar", text)
+    except ValueError:
+        spec = llguidance.grammar_from("lark", text)
+    return CompiledGrammar(spec, llg_tokenizer, table, granularity, upper,
+                           time.perf_counter() - start, None)
 
 
 def tokenizer_setup_seconds(model: Any) -> float:

@@ -96,7 +96,8 @@ def resolve_device(device: str | torch.device) -> torch.device:
 
 def build(name: str, *, seed: int = 0, dtype: str | torch.dtype = "float32",
           device: str | torch.device = "cpu", tokenizer_root: str | os.PathLike | None = None,
-          attn_implementation: str = "sdpa") -> tuple[torch.nn.Module, Any]:
+          attn_implementation: str = "sdpa", config: dict[str, Any] | None = None
+          ) -> tuple[torch.nn.Module, Any]:
     """Build a preset: ``(hf_model, hf_tokenizer)`` with seeded random weights.
 
     Parameters
@@ -113,6 +114,9 @@ def build(name: str, *, seed: int = 0, dtype: str | torch.dtype = "float32",
         Folder holding the fixture tokenizers (see :func:`tokenizer_dir`).
     attn_implementation
         Passed to the config (``"sdpa"`` or ``"eager"``).
+    config
+        Config fields overriding the preset's (e.g. ``num_attention_heads``: vLLM's CPU
+        attention needs a head size of 32 or more, the ``tiny-*`` presets have 16).
     """
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
@@ -124,7 +128,7 @@ def build(name: str, *, seed: int = 0, dtype: str | torch.dtype = "float32",
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir(preset.tokenizer, tokenizer_root)))
     config_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM),
                              "llama": (LlamaConfig, LlamaForCausalLM)}[preset.arch]
-    kwargs = dict(preset.config)
+    kwargs = {**preset.config, **(config or {})}
     # The model's vocabulary must cover every tokenizer id (fixtures can carry added tokens).
     kwargs["vocab_size"] = max(kwargs["vocab_size"], len(tokenizer))
     config = config_cls(**kwargs)
@@ -147,3 +151,38 @@ def load(name: str, **kwargs: Any):
 
     model, tokenizer = build(name, **kwargs)
     return outlines.from_transformers(model, tokenizer)
+
+
+def save(name: str, directory: str | os.PathLike, **kwargs: Any) -> Path:
+    """Build a preset and write it as a model folder a serving engine (vLLM) loads.
+
+    The folder holds ``config.json``, the safetensors weights and the tokenizer files;
+    the same ``name`` and ``seed`` give the same weights as :func:`build`. It is written
+    next to ``directory`` and renamed into place, so a half-written folder never appears.
+
+    Parameters
+    ----------
+    name
+        A key of :data:`PRESETS`.
+    directory
+        The folder to create; it must not exist yet.
+    **kwargs
+        As for :func:`build` (``seed``, ``dtype``, ``tokenizer_root``).
+
+    Raises
+    ------
+    FileExistsError
+        If ``directory`` exists.
+    """
+    import tempfile
+
+    target = Path(directory)
+    if target.exists():
+        raise FileExistsError(f"model folder already exists: {target}")
+    model, tokenizer = build(name, **kwargs)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    staging.rename(target)
+    return target

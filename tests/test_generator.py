@@ -201,6 +201,16 @@ def test_end_before_start_is_rejected():
     assert gen.run("x", force_program='<program><copy lines="2-5"/></program>').document == "b\nc\nd\n"
 
 
+@pytest.mark.parametrize("bad", ["5-3", "12-3", "25-2"])
+def test_end_below_start_cannot_close_while_it_could_still_grow(bad):
+    # With 31 lines an end index "3" may still become "30": the digit is allowed, but
+    # the tag must not close on it (the close pieces were once added back regardless).
+    gen = CaDGenerator(tiny_model("tiny-qwen"), "".join(f"v{i}\n" for i in range(1, 31)))
+    with pytest.raises(ForcedProgramError):
+        gen.run("x", force_program=f'<program><copy lines="{bad}"/></program>')
+    assert gen.run("x", force_program='<program><copy lines="3-30"/></program>').complete
+
+
 @pytest.mark.parametrize("preset", ["tiny-qwen", "tiny-codellama"])
 def test_large_document_bounds(preset):
     """A 6,000-line document: the constraint compiles and bounds every index.

@@ -54,7 +54,7 @@ def test_wheel_contents(tmp_path):
     for name in adapters:
         assert f"cad_outlines/adapters/{name}" in names
     for module in ["resolver", "oracle", "ceiling", "corpus", "files", "cli", "errors", "diffs", "progress",
-                   "presets", "__main__"]:
+                   "presets", "__main__", "engines/vllm", "engines/_vllm_processor", "bench/serve"]:
         assert f"cad_outlines/{module}.py" in names
     [entry_points] = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     assert "cad-outlines = cad_outlines.cli:main" in build_entry_points(tmp_path, entry_points)

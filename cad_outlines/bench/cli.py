@@ -524,3 +524,31 @@ def _run_bench_learn(args: argparse.Namespace) -> int:
 
 
 _BENCH_COMMANDS.append(_add_bench_learn)
+
+
+# --- bench serve (cad_outlines/bench/serve.py, docs/serving.md; needs vLLM) ----------------
+
+
+def _add_bench_serve(bench: argparse._SubParsersAction) -> None:
+    from cad_outlines.bench.serve import add_arguments  # argparse only; vLLM loads when it runs
+
+    p = bench.add_parser(
+        "serve",
+        help="N concurrent edits on one vLLM engine: regeneration vs CaD (needs vLLM)",
+        description="Oracle-forced edits of a corpus, all submitted at once to one vLLM engine "
+                    "with prefix caching: full regeneration vs CaD continuation requests; "
+                    "see docs/serving.md.")
+    add_arguments(p)
+    p.set_defaults(func=_run_bench_serve)
+
+
+def _run_bench_serve(args: argparse.Namespace) -> int:
+    from cad_outlines.bench.serve import run_from_args
+
+    try:
+        return run_from_args(args)
+    except ImportError as err:  # vLLM is an optional dependency
+        raise UsageError(str(err)) from None
+
+
+_BENCH_COMMANDS.append(_add_bench_serve)

@@ -1,0 +1,137 @@
+"""The program constraint as a vLLM logits processor (runs inside vLLM's engine core).
+
+vLLM owns sampling, so the constraint reaches it as a logits processor: every request
+that carries ``extra_args["cad"]`` gets its own :class:`~cad_outlines.constraint.ProgramConstraint`
+(the same matcher, index-order and tag-boundary automata as the transformers loop), and
+each step the tokens it disallows are set to ``-inf`` before vLLM samples.
+
+A request is one stretch of a program between two splices. Its constraint starts from
+the program tokens of the earlier stretches (``replay``), so the grammar state is the
+one the previous request ended in. A request may also carry ``force``, the tokens it
+must produce (teacher forcing, checked against the constraint), and a request with
+``force`` but no ``upper`` is forced with no constraint (the regeneration baseline).
+The arguments are plain data (ints, lists), because vLLM may ship them to an engine
+process.
+
+When the constraint cannot go on (a forced token it rejects, a dead end), the processor
+allows only the end-of-sequence token: the request ends and the driver reports it.
+An exception here would take the whole engine down, not just one request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from vllm import SamplingParams
+from vllm.v1.sample.logits_processor import AdapterLogitsProcessor
+
+from ..constraint import CompiledGrammar, ProgramConstraint, compile_tokenizer_grammar
+
+#: The key of a CaD request's arguments in ``SamplingParams.extra_args``.
+EXTRA_KEY = "cad"
+_CONSTRAINED = {"upper": int, "granularity": str, "replay": list}
+
+
+class CaDLogitsProcessor(AdapterLogitsProcessor):
+    """Applies a program constraint to the vLLM requests that ask for one.
+
+    Install it when building the engine: ``LLM(..., logits_processors=[CaDLogitsProcessor])``
+    (:func:`cad_outlines.engines.vllm.load` does). Requests without
+    ``extra_args["cad"]`` are left alone.
+    """
+
+    def __init__(self, vllm_config: Any, device: torch.device, is_pin_memory: bool):
+        super().__init__(vllm_config, device, is_pin_memory)
+        self._tokenizer_path = vllm_config.model_config.tokenizer
+        self._tokenizer: Any = None
+        self._compiled: dict[tuple[int, str], CompiledGrammar] = {}
+
+    @classmethod
+    def validate_params(cls, sampling_params: SamplingParams) -> None:
+        args = (sampling_params.extra_args or {}).get(EXTRA_KEY)
+        if args is None:
+            return
+        required = {"eos": int, **(_CONSTRAINED if "upper" in args else {"force": list})}
+        for key, kind in required.items():
+            if not isinstance(args.get(key), kind):
+                raise ValueError(f"extra_args[{EXTRA_KEY!r}][{key!r}] must be a {kind.__name__}, "
+                                 f"got {args.get(key)!r}")
+        if "upper" in args and args["granularity"] not in ("lines", "tokens"):
+            raise ValueError(f"extra_args[{EXTRA_KEY!r}]['granularity'] must be 'lines' or 'tokens'")
+
+    def is_argmax_invariant(self) -> bool:
+        return False  # it masks tokens, so greedy picks can change
+
+    def new_req_logits_processor(self, params: SamplingParams) -> "_RequestConstraint | None":
+        args = (params.extra_args or {}).get(EXTRA_KEY)
+        if args is None:
+            return None
+        compiled = self._compile(args["upper"], args["granularity"]) if "upper" in args else None
+        return _RequestConstraint(compiled, args)
+
+    def _compile(self, upper: int, granularity: str) -> CompiledGrammar:
+        key = (upper, granularity)
+        if key not in self._compiled:
+            if self._tokenizer is None:
+                from ..adapters import load_tokenizer
+
+                self._tokenizer = load_tokenizer(self._tokenizer_path)
+            if len(self._compiled) >= 256:  # documents of many sizes: keep the memory bounded
+                self._compiled.pop(next(iter(self._compiled)))
+            self._compiled[key] = compile_tokenizer_grammar(self._tokenizer, upper, granularity)  # type: ignore[arg-type]
+        return self._compiled[key]
+
+
+class _RequestConstraint:
+    """One request's constraint: replays the program so far, then masks each step.
+
+    ``force`` (optional) is the token list this request must produce, checked against
+    the constraint at every step as the transformers loop checks a forced program.
+    ``compiled`` None: no constraint, only ``force``.
+    """
+
+    def __init__(self, compiled: CompiledGrammar | None, args: dict[str, Any]):
+        self.constraint = ProgramConstraint(compiled) if compiled is not None else None
+        self.eos = args["eos"]
+        self.force: list[int] | None = args.get("force")
+        self.seen = 0
+        self.failed = False
+        if self.constraint is not None:
+            try:
+                self.constraint.advance(args["replay"])
+            except ValueError:
+                self.failed = True
+
+    def __call__(self, output_ids: list[int], logits: torch.Tensor) -> torch.Tensor:
+        constraint = self.constraint
+        if constraint is not None and not self.failed and len(output_ids) > self.seen:
+            try:
+                constraint.advance(output_ids[self.seen:])
+            except ValueError:
+                self.failed = True
+            self.seen = len(output_ids)
+        if self.failed or (constraint is not None and constraint.done):
+            return self._only_eos(logits)
+        allowed = constraint.allowed(logits.shape[-1]) if constraint is not None else None
+        if self.force is not None:
+            step = len(output_ids)
+            token = self.force[step] if step < len(self.force) else None
+            if token is None or (allowed is not None and not bool(allowed[token])):
+                self.failed = True
+                return self._only_eos(logits)
+            keep = logits[token].clone()
+            logits.fill_(float("-inf"))
+            logits[token] = keep
+            return logits
+        if allowed is None:
+            return logits
+        if not bool(allowed.any()):
+            self.failed = True
+            return self._only_eos(logits)
+        return logits.masked_fill_(~allowed.to(logits.device), float("-inf"))
+
+    def _only_eos(self, logits: torch.Tensor) -> torch.Tensor:
+        logits.fill_(float("-inf"))
+        logits[self.eos] = 0.0
+        return logits

@@ -1,0 +1,584 @@
+"""Copy-as-Decode on vLLM: a splice is a prefix-cached continuation request.
+
+vLLM owns sampling and the KV cache, so this is a driver of its own (the transformers
+loop in :mod:`cad_outlines.generator` stays the one loop for transformers). It shares
+the program model, the constraint, the adapters, the resolver and
+:class:`~cad_outlines.generator.CaDResult` with that loop. One edit runs as a chain of
+requests::
+
+    request 1: prompt                                  -> program tokens up to "/>
+    request 2: prompt + program so far + copy_ids(...)  -> ... up to the next "/>
+    ...                                                 -> ... up to </program>
+
+Every request decodes under the document's program constraint (the same
+:class:`~cad_outlines.constraint.ProgramConstraint`: grammar, ``1 <= i <= j <= n``,
+copy tags ending on a token boundary), applied by :class:`CaDLogitsProcessor` inside the
+engine and replayed over the program so far, so the grammar state continues across
+requests. A request stops at a copy tag's close (stop string ``"/>``) or at
+``</program>``; the next one's prompt is the previous context plus its output plus the
+adapter's ids of the copied span: the splice layout of the transformers path. vLLM's
+automatic prefix caching finds the previous context in its KV cache, so only the span
+(and the last, partial block) is prefilled.
+
+Concurrency: with an ``LLM`` the driver steps the engine itself and submits each
+continuation as soon as its predecessor finishes, so many edits share every forward
+(continuous batching, one process). With an ``AsyncLLM`` each edit is a coroutine.
+
+Examples
+--------
+>>> from cad_outlines.engines import vllm as cad_vllm                  # doctest: +SKIP
+>>> llm = cad_vllm.load("path/to/model", dtype="float32")               # doctest: +SKIP
+>>> editor = cad_vllm.VLLMEditor(llm, max_new_tokens=512)               # doctest: +SKIP
+>>> editor.edit(source, "rename foo to bar")                            # doctest: +SKIP
+>>> results = cad_vllm.edit_many(editor, [(doc, "add type hints") for doc in docs])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal, Sequence
+
+try:
+    from vllm import LLM, SamplingParams
+    from vllm.v1.engine.async_llm import AsyncLLM
+except ImportError as err:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "cad_outlines.engines.vllm needs vLLM; install it with "
+        "`pip install 'cad-outlines[vllm]'` (CPU: see scripts/vllm_venv.sh)") from err
+
+from .. import program
+from ..adapters import Adapter, get_adapter, load_tokenizer
+from ..constraint import ProgramConstraint, compile_tokenizer_grammar
+from ..generator import CaDResult, CaDStats, ForcedProgramError, IncompleteProgramError, _Forced
+from ..grammar import Granularity
+from ..program import Copy, CopyTokens, Op
+from ..resolver import resolve
+from ._vllm_processor import EXTRA_KEY, CaDLogitsProcessor
+
+__all__ = ["CaDLogitsProcessor", "EngineSetupError", "VLLMEditor", "VLLMStats", "aedit_many",
+           "edit_many", "load"]
+
+#: What ends one request: a copy tag's close (a splice follows) or the program's end.
+STOP_STRINGS = [program.COPY_CLOSE, program.PROGRAM_CLOSE]
+
+
+class EngineSetupError(RuntimeError):
+    """The vLLM engine cannot run CaD edits as configured (the message says what to change)."""
+
+
+def load(model: str, *, async_engine: bool = False, **engine_kwargs: Any) -> "LLM | AsyncLLM":
+    """Build a vLLM engine ready for CaD edits.
+
+    Installs :class:`CaDLogitsProcessor` and turns on prefix caching; on the CPU it also
+    picks the settings that keep start-up short (``enforce_eager``, one engine process,
+    see ``docs/serving.md``). Any keyword overrides these defaults.
+
+    Parameters
+    ----------
+    model
+        A model folder or hub id vLLM can load.
+    async_engine
+        Build an ``AsyncLLM`` (edits as coroutines) instead of an ``LLM``.
+    **engine_kwargs
+        vLLM engine arguments (``dtype``, ``max_model_len``, ``kv_cache_memory_bytes``,
+        ``block_size``, ...).
+    """
+    kwargs: dict[str, Any] = dict(enable_prefix_caching=True, enforce_eager=True,
+                                  logits_processors=[CaDLogitsProcessor])
+    kwargs.update(engine_kwargs)
+    if CaDLogitsProcessor not in kwargs["logits_processors"]:
+        kwargs["logits_processors"] = [*kwargs["logits_processors"], CaDLogitsProcessor]
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    if async_engine:
+        from vllm.engine.arg_utils import AsyncEngineArgs
+
+        return AsyncLLM.from_engine_args(AsyncEngineArgs(model=model, **kwargs))
+    return LLM(model=model, **kwargs)
+
+
+@dataclass
+class VLLMStats(CaDStats):
+    """:class:`~cad_outlines.generator.CaDStats` plus what only a serving engine reports.
+
+    On vLLM every program token is decoded (``forced_tokens`` stays 0: vLLM has no
+    fast-forward), ``forward_passes`` counts the engine steps that produced one of this
+    edit's tokens (the first token of each request comes from its prefill), and
+    ``prefill_seconds`` is the first request's time to its first token.
+
+    Attributes
+    ----------
+    requests
+        Requests the edit took: one, plus one per splice (plus one per stop string
+        ``"/>`` that occurred inside new text).
+    prompt_tokens_cached, prompt_tokens_computed
+        Prompt tokens over all requests whose KV came from the prefix cache, and those
+        prefilled.
+    splice_reusable_tokens
+        For each continuation request, the tokens whose KV an earlier request computed
+        (its whole context but the last sampled token), summed: what a splice could
+        reuse, before block granularity.
+    splice_reusable_block_tokens
+        The same, each request's count rounded down to whole KV blocks: what the prefix
+        cache can serve at most (it caches full blocks only).
+    splice_cached_tokens
+        Of the continuation requests' prompt tokens, those the prefix cache served.
+    first_token_seconds
+        Time from submitting each request to its first token.
+    decode_seconds
+        Time from each request's first token to its end, summed.
+    """
+
+    requests: int = 0
+    prompt_tokens_cached: int = 0
+    prompt_tokens_computed: int = 0
+    splice_reusable_tokens: int = 0
+    splice_reusable_block_tokens: int = 0
+    splice_cached_tokens: int = 0
+    first_token_seconds: list[float] = field(default_factory=list)
+    decode_seconds: float = 0.0
+
+
+class VLLMEditor:
+    """Edit documents with Copy-as-Decode programs on one vLLM engine.
+
+    Parameters
+    ----------
+    engine
+        A vLLM ``LLM`` or ``AsyncLLM`` built with :class:`CaDLogitsProcessor` (see
+        :func:`load`), or an Outlines ``from_vllm_offline`` model (its ``LLM`` is used).
+    granularity
+        ``"lines"`` or ``"tokens"``, as for :class:`~cad_outlines.generator.CaDGenerator`.
+    max_new_tokens
+        Budget of program tokens per edit, over all its requests (copied tokens are free).
+    temperature, top_p
+        ``temperature=0`` is greedy; otherwise sampling with nucleus ``top_p``.
+    seed
+        ``None``: vLLM's engine-wide random state. An int gives each request its own
+        seed (``seed + k`` for the edit's k-th request), so a run is reproducible; on
+        vLLM's CPU build per-request seeds have crashed the engine under concurrent long
+        prompts, hence the default.
+    mode
+        Resolver mode, ``"strict"`` or ``"clipped"``.
+    adapter
+        Adapter name or instance overriding auto-detection.
+
+    Raises
+    ------
+    EngineSetupError
+        If ``engine`` is not a vLLM engine or lacks :class:`CaDLogitsProcessor`.
+    """
+
+    def __init__(self, engine: Any, *, granularity: Granularity = "lines",
+                 max_new_tokens: int = 2048, temperature: float = 0.0, top_p: float = 1.0,
+                 seed: int | None = None, mode: Literal["strict", "clipped"] = "strict",
+                 adapter: str | Adapter | None = None):
+        if granularity not in ("lines", "tokens"):
+            raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if temperature < 0 or not 0 < top_p <= 1:
+            raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
+        if not isinstance(engine, (LLM, AsyncLLM)) and isinstance(getattr(engine, "model", None), LLM):
+            engine = engine.model  # Outlines' VLLMOffline wraps an LLM
+        if not isinstance(engine, (LLM, AsyncLLM)):
+            raise EngineSetupError(f"expected a vLLM LLM or AsyncLLM (or an Outlines vLLM model), "
+                                   f"got {type(engine).__name__}")
+        installed = engine.model_config.logits_processors or []
+        if not any(p is CaDLogitsProcessor or (isinstance(p, str) and p.endswith("CaDLogitsProcessor"))
+                   for p in installed):
+            raise EngineSetupError(
+                "the vLLM engine has no CaDLogitsProcessor: build it with "
+                "cad_outlines.engines.vllm.load(...) or pass "
+                "logits_processors=[CaDLogitsProcessor] to LLM/AsyncLLM")
+        self.engine = engine
+        self.granularity = granularity
+        self.max_new_tokens = max_new_tokens
+        self.temperature, self.top_p, self.seed, self.mode = temperature, top_p, seed, mode
+        tokenizer = load_tokenizer(engine.model_config.tokenizer)
+        self.adapter = adapter if isinstance(adapter, Adapter) else get_adapter(tokenizer, adapter)
+        config = engine.llm_engine.vllm_config if isinstance(engine, LLM) else engine.vllm_config
+        self.block_size: int = config.cache_config.block_size
+        self._ids = itertools.count()
+
+    # -- public API -------------------------------------------------------------------
+
+    def edit(self, document: str, instruction: str) -> str:
+        """Return the edited document; raise :class:`IncompleteProgramError` if unfinished."""
+        result = self.run(document, instruction)
+        if result.document is None:
+            raise IncompleteProgramError(result)
+        return result.document
+
+    def run(self, document: str, instruction: str, *,
+            force_program: str | Sequence[Op] | None = None) -> CaDResult:
+        """Edit one document and return the full result (see :meth:`run_many`)."""
+        return self.run_many([(document, instruction)],
+                             force_programs=None if force_program is None else [force_program],
+                             progress=False)[0]
+
+    async def arun(self, document: str, instruction: str, *,
+                   force_program: str | Sequence[Op] | None = None) -> CaDResult:
+        """:meth:`run` on an ``AsyncLLM``, as a coroutine."""
+        if not isinstance(self.engine, AsyncLLM):
+            raise EngineSetupError("arun needs an AsyncLLM engine; use run() with an LLM")
+        return await self._adrive(_Session(self, document, instruction, force_program))
+
+    def run_many(self, edits: Sequence[tuple[str, str]], *,
+                 force_programs: Sequence[str | Sequence[Op] | None] | None = None,
+                 progress: bool = True) -> list[CaDResult]:
+        """Run all ``(document, instruction)`` edits concurrently on the engine.
+
+        Parameters
+        ----------
+        edits
+            The documents and what to change in each.
+        force_programs
+            One program (text, ops or ``None``) per edit to drive it with instead of
+            choosing tokens: teacher forcing through the real engine, for benchmarks and
+            tests. A forced program the document's constraint rejects raises
+            :class:`~cad_outlines.generator.ForcedProgramError`.
+        progress
+            Show a progress bar of finished edits.
+
+        Returns
+        -------
+        list[CaDResult]
+            In the order of ``edits``; an incomplete program has ``document`` None.
+        """
+        forced = _per_edit(force_programs, edits, "forced programs")
+        return self._drive([_Session(self, doc, instruction, force)
+                            for (doc, instruction), force in zip(edits, forced)], progress)
+
+    def regenerate_many(self, edits: Sequence[tuple[str, str]], *,
+                        targets: Sequence[str | None] | None = None,
+                        progress: bool = True) -> list[CaDResult]:
+        """The baseline: the same prompts, the whole edited document typed token by token.
+
+        One unconstrained request per edit, ending at end-of-sequence (or
+        ``max_new_tokens``), as :meth:`CaDGenerator.regenerate
+        <cad_outlines.generator.CaDGenerator.regenerate>` on transformers.
+
+        Parameters
+        ----------
+        edits
+            The documents and instructions (the prompt is the one :meth:`run_many` uses).
+        targets
+            One text per edit (or ``None``) to teacher-force instead of choosing tokens,
+            e.g. the gold document; ``result.document`` is then the regenerated text.
+        progress
+            Show a progress bar of finished edits.
+        """
+        forced = _per_edit(targets, edits, "targets")
+        return self._drive([_RegenSession(self, doc, instruction, target)
+                            for (doc, instruction), target in zip(edits, forced)], progress)
+
+    # -- transports -------------------------------------------------------------------
+
+    def _drive(self, sessions: list["_Session | _RegenSession"], progress: bool) -> list[CaDResult]:
+        if isinstance(self.engine, AsyncLLM):
+            return _run_coroutine(self._adrive_all(sessions, progress))
+        self._step_loop(sessions, progress)
+        return [session.result() for session in sessions]
+
+    def _step_loop(self, sessions: list["_Session | _RegenSession"], progress: bool) -> None:
+        """Drive an offline ``LLM``: each session's next request enters as its last ends."""
+        engine = self.engine.llm_engine
+        live: dict[str, tuple[_Session | _RegenSession, str, float]] = {}  # id -> session, other id, submitted
+        first: dict[str, float] = {}
+        bar = _progress(len(sessions), progress)
+
+        def submit(session: _Session | _RegenSession) -> None:
+            request = session.next_request()
+            if request is None:
+                bar.update(1)
+                return
+            prompt, params = request
+            rid = self._request_id()
+            start = time.perf_counter()
+            assigned = engine.add_request(rid, {"prompt_token_ids": prompt}, params)
+            live[rid] = (session, assigned, start)
+            live[assigned] = (session, rid, start)
+
+        for session in sessions:
+            submit(session)
+        try:
+            while engine.has_unfinished_requests():
+                for output in engine.step():
+                    if output.request_id not in live:
+                        continue
+                    session, other, start = live[output.request_id]
+                    now = time.perf_counter()
+                    if output.request_id not in first and output.outputs and output.outputs[0].token_ids:
+                        first[output.request_id] = now
+                        session.stats.first_token_seconds.append(now - start)
+                    if not output.finished:
+                        continue
+                    session.stats.decode_seconds += now - first.pop(output.request_id, now)
+                    live.pop(output.request_id)
+                    live.pop(other, None)
+                    session.feed(output)
+                    submit(session)
+        except BaseException:
+            engine.abort_request(list(live), internal=False)
+            raise
+        finally:
+            bar.close()
+
+    async def _adrive(self, session: "_Session | _RegenSession") -> CaDResult:
+        """Drive one session on an ``AsyncLLM``: its requests one after another."""
+        while (request := session.next_request()) is not None:
+            prompt, params = request
+            start = time.perf_counter()
+            final, first = None, None
+            async for output in self.engine.generate({"prompt_token_ids": prompt}, params,
+                                                      request_id=self._request_id()):
+                if first is None:
+                    first = time.perf_counter()
+                    session.stats.first_token_seconds.append(first - start)
+                final = output
+            session.stats.decode_seconds += time.perf_counter() - (first or start)
+            session.feed(final)
+        return session.result()
+
+    async def _adrive_all(self, sessions: list["_Session | _RegenSession"],
+                          progress: bool) -> list[CaDResult]:
+        bar = _progress(len(sessions), progress)
+
+        async def one(session: _Session | _RegenSession) -> CaDResult:
+            result = await self._adrive(session)
+            bar.update(1)
+            return result
+
+        try:
+            return list(await asyncio.gather(*(one(session) for session in sessions)))
+        finally:
+            bar.close()
+
+    def _request_id(self) -> str:
+        return f"cad-{os.getpid()}-{next(self._ids)}"
+
+
+class _Session:
+    """One edit's chain of requests: the state that continues from one to the next."""
+
+    def __init__(self, editor: VLLMEditor, document: str, instruction: str,
+                 force_program: str | Sequence[Op] | None):
+        self.editor = editor
+        self.adapter = adapter = editor.adapter
+        self.document = document
+        self.granularity = editor.granularity
+        if self.granularity == "lines":
+            self._lines = document.split("\n")
+            self.upper = len(self._lines)
+        else:
+            self._doc_ids = adapter.document_ids(document)
+            self.upper = len(self._doc_ids)
+        # The driver's own copy of the constraint reads the ops and the text; the
+        # engine-side copy (in CaDLogitsProcessor) masks.
+        self.constraint = ProgramConstraint(
+            compile_tokenizer_grammar(adapter.tokenizer, self.upper, self.granularity))
+        prompt = adapter.prompt_ids(document, instruction, self.granularity)
+        self.context: list[int] = list(prompt)
+        self.program_ids: list[int] = []
+        self.forced: list[int] | None = None
+        if force_program is not None:
+            text = force_program if isinstance(force_program, str) else program.render(force_program)
+            self.forced = _forced_ids(adapter, text)
+        self.stats = VLLMStats(prompt_tokens=len(prompt))
+        self._start = time.perf_counter()
+        self._previous_context = 0  # tokens whose KV the last request computed
+        self._over = False
+
+    def next_request(self) -> tuple[list[int], SamplingParams] | None:
+        """The next request's prompt ids and parameters; ``None`` when the edit is over."""
+        if self._over or self.constraint.done:
+            return self._finish()
+        budget = self.editor.max_new_tokens - len(self.program_ids)
+        if budget <= 0:
+            self.stats.stopped_early = True
+            return self._finish()
+        args: dict[str, Any] = {"upper": self.upper, "granularity": self.granularity,
+                                "replay": list(self.program_ids), "eos": self.adapter.eos_token_id}
+        if self.forced is not None:
+            args["force"] = self.forced[len(self.program_ids):]
+        editor = self.editor
+        seed = None if editor.seed is None else editor.seed + self.stats.requests
+        params = SamplingParams(
+            max_tokens=budget, temperature=editor.temperature, top_p=editor.top_p, seed=seed,
+            stop=STOP_STRINGS, include_stop_str_in_output=True,
+            stop_token_ids=[self.adapter.eos_token_id], extra_args={EXTRA_KEY: args})
+        return list(self.context), params
+
+    def feed(self, output: Any) -> None:
+        """Take a finished request's output: advance the program, splice completed copies."""
+        stats = self.stats
+        cached = output.num_cached_tokens or 0
+        prompt_len = len(output.prompt_token_ids) if output.prompt_token_ids is not None else len(self.context)
+        if stats.requests == 0:
+            stats.prefill_seconds = (stats.first_token_seconds[0] if stats.first_token_seconds
+                                     else time.perf_counter() - self._start)
+        else:
+            stats.splice_reusable_tokens += self._previous_context
+            block = self.editor.block_size
+            stats.splice_reusable_block_tokens += self._previous_context // block * block
+            stats.splice_cached_tokens += cached
+        stats.requests += 1
+        stats.prompt_tokens_cached += cached
+        stats.prompt_tokens_computed += prompt_len - cached
+        ids = list(output.outputs[0].token_ids)
+        stats.forward_passes += len(ids)
+        ended = bool(ids) and ids[-1] == self.adapter.eos_token_id
+        if ended:
+            ids.pop()
+        clock = time.perf_counter()
+        new_ops = self.constraint.advance(ids)
+        stats.constraint_seconds += time.perf_counter() - clock
+        self.program_ids += ids
+        self.context += ids
+        stats.decoded_tokens += len(ids)
+        self._previous_context = len(self.context) - 1  # the last sampled token has no KV yet
+        for op in new_ops:
+            if isinstance(op, (Copy, CopyTokens)):
+                span = self._span_ids(op)
+                self.context += span
+                stats.copied_tokens += len(span)
+                stats.splices += 1
+        if ended and not self.constraint.done:
+            # The processor allowed only end-of-sequence: the constraint could not go on.
+            self._over = True
+            if self.forced is not None:
+                raise ForcedProgramError(
+                    f"forced program rejected by the constraint at offset {len(self.constraint.text)} "
+                    f"(after {self.constraint.text[-40:]!r})")
+
+    def _finish(self) -> None:
+        """Mark the edit over: its latency ends here (not when the last edit ends)."""
+        if not self.stats.total_seconds:
+            self.stats.total_seconds = time.perf_counter() - self._start
+        return None
+
+    def result(self) -> CaDResult:
+        """The edit's :class:`~cad_outlines.generator.CaDResult` (document None if incomplete)."""
+        complete = self.constraint.done
+        document = None
+        if complete:
+            kwargs = {"token_pieces": self.adapter.token_pieces(self.document)} if self.granularity == "tokens" else {}
+            document = resolve(self.constraint.ops, self.document, self.editor.mode, **kwargs)
+        self._finish()
+        return CaDResult(document, self.constraint.text, list(self.constraint.ops), complete, self.stats)
+
+    def _span_ids(self, op: Op) -> list[int]:
+        if isinstance(op, Copy):
+            return self.adapter.copy_ids(self._lines[op.start - 1:op.end])
+        return self._doc_ids[op.start:op.end + 1]
+
+
+class _RegenSession:
+    """The regeneration baseline: one unconstrained request per edit (``_Session``'s interface)."""
+
+    def __init__(self, editor: VLLMEditor, document: str, instruction: str, target: str | None):
+        self.editor = editor
+        self.adapter = adapter = editor.adapter
+        prompt = adapter.prompt_ids(document, instruction, editor.granularity)
+        self.prompt = prompt
+        eos = adapter.eos_token_id
+        self.forced = adapter.encode(target) + [eos] if target is not None else None
+        self.stats = VLLMStats(prompt_tokens=len(prompt))
+        self.text: str | None = None
+        self._ended = False
+        self._start = time.perf_counter()
+
+    def next_request(self) -> tuple[list[int], SamplingParams] | None:
+        if self.stats.requests:
+            if not self.stats.total_seconds:
+                self.stats.total_seconds = time.perf_counter() - self._start
+            return None
+        editor, eos = self.editor, self.adapter.eos_token_id
+        budget = len(self.forced) if self.forced is not None else editor.max_new_tokens
+        extra = {EXTRA_KEY: {"eos": eos, "force": self.forced}} if self.forced is not None else None
+        params = SamplingParams(max_tokens=budget, temperature=editor.temperature, top_p=editor.top_p,
+                                seed=editor.seed, stop_token_ids=[eos], extra_args=extra)
+        return list(self.prompt), params
+
+    def feed(self, output: Any) -> None:
+        stats = self.stats
+        cached = output.num_cached_tokens or 0
+        stats.requests += 1
+        stats.prefill_seconds = (stats.first_token_seconds[0] if stats.first_token_seconds
+                                 else time.perf_counter() - self._start)
+        stats.prompt_tokens_cached += cached
+        stats.prompt_tokens_computed += len(self.prompt) - cached
+        ids = list(output.outputs[0].token_ids)
+        stats.forward_passes += len(ids)
+        self._ended = bool(ids) and ids[-1] == self.adapter.eos_token_id
+        if self._ended:
+            ids.pop()
+        stats.decoded_tokens += len(ids)
+        stats.stopped_early = not self._ended
+        self.text = self.adapter.decode(ids)
+
+    def result(self) -> CaDResult:
+        if not self.stats.total_seconds:
+            self.stats.total_seconds = time.perf_counter() - self._start
+        text = self.text or ""
+        return CaDResult(text if self._ended else None, text, [], self._ended, self.stats)
+
+
+def edit_many(editor: VLLMEditor, edits: Sequence[tuple[str, str]], *,
+              force_programs: Sequence[str | Sequence[Op] | None] | None = None,
+              progress: bool = True) -> list[CaDResult]:
+    """Run ``(document, instruction)`` edits concurrently on ``editor``'s engine.
+
+    All edits share the engine's batches; each edit's continuation request is submitted
+    as soon as its previous request finishes. See :meth:`VLLMEditor.run_many`.
+    """
+    return editor.run_many(edits, force_programs=force_programs, progress=progress)
+
+
+async def aedit_many(editor: VLLMEditor, edits: Sequence[tuple[str, str]], *,
+                     force_programs: Sequence[str | Sequence[Op] | None] | None = None,
+                     progress: bool = True) -> list[CaDResult]:
+    """:func:`edit_many` as a coroutine (``AsyncLLM`` engines, inside a running event loop)."""
+    if not isinstance(editor.engine, AsyncLLM):
+        raise EngineSetupError("aedit_many needs an AsyncLLM engine; use edit_many with an LLM")
+    forced = _per_edit(force_programs, edits, "forced programs")
+    return await editor._adrive_all([_Session(editor, doc, instruction, force)
+                                     for (doc, instruction), force in zip(edits, forced)], progress)
+
+
+def _per_edit(values: Sequence[Any] | None, edits: Sequence[Any], what: str) -> list[Any]:
+    if values is None:
+        return [None] * len(edits)
+    if len(values) != len(edits):
+        raise ValueError(f"{len(values)} {what} for {len(edits)} edits")
+    return list(values)
+
+
+def _forced_ids(adapter: Adapter, text: str) -> list[int]:
+    """The ids a forced program is decoded as: segment by segment, each ending at a copy
+    tag's end, exactly as the transformers loop tokenizes it (``generator._Forced``)."""
+    forced = _Forced.from_text(adapter, text, segmented=True)
+    ids: list[int] = []
+    while (token := forced.next()) is not None:
+        forced.consume([token], adapter.token_bytes(token))
+        ids.append(token)
+    return ids
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="edits", unit="edit", disable=not enabled or total <= 1)
+
+
+def _run_coroutine(coroutine: Any) -> Any:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    coroutine.close()
+    raise EngineSetupError("inside a running event loop: await aedit_many(...) / editor.arun(...)")

@@ -1,0 +1,209 @@
+"""CaD on vLLM against the transformers path (runs where vLLM is installed).
+
+CI runs this file in the separate vLLM virtualenv (``scripts/vllm_venv.sh``); in the main
+environment it is skipped. Each tokenizer family gets one tiny float32 random-weight
+model, saved to a temporary folder and loaded by both vLLM and transformers (the same
+weights), with a head size of 32 because vLLM's CPU attention has no kernel for 16.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import pytest
+
+if os.environ.get("CAD_OUTLINES_REQUIRE_VLLM") == "1":  # CI's vLLM stage: never skip
+    import vllm  # noqa: F401
+else:
+    pytest.importorskip("vllm", reason="vLLM is not installed (see scripts/vllm_venv.sh)")
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+
+import outlines  # noqa: E402
+from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
+
+from cad_outlines import models, oracle, program  # noqa: E402
+from cad_outlines.engines import vllm as cad_vllm  # noqa: E402
+from cad_outlines.generator import CaDGenerator, ForcedProgramError  # noqa: E402
+from cad_outlines.resolver import resolve  # noqa: E402
+
+from conftest import FIXTURES, corpus_sample  # noqa: E402
+
+pytestmark = pytest.mark.vllm
+
+BLOCK = 32  # vLLM's CPU block size must be a multiple of 32
+HEADS = dict(num_attention_heads=2, num_key_value_heads=1)  # head size 64 / 2 = 32
+ENGINE = dict(dtype="float32", block_size=BLOCK, max_model_len=8192, seed=0,
+              kv_cache_memory_bytes=256 << 20)
+
+DOC = "".join(f"value_{i} = {i * i}\n" for i in range(1, 31))
+# New text that holds the stop string "/>: the request stops inside a gen and the
+# driver must continue it with no splice.
+PROGRAMS = [
+    '<program><copy lines="1-9"/><gen>value_10 = "ten"\n</gen><copy lines="11-31"/></program>',
+    '<program><gen><br class="x"/> first\n</gen><copy lines="2-2"/><copy lines="4-31"/></program>',
+    '<program><copy lines="1-31"/></program>',
+]
+
+
+@pytest.fixture(scope="module", params=["tiny-qwen", "tiny-deepseek-coder", "tiny-codellama"])
+def family(request, tmp_path_factory):
+    """(vLLM LLM, Outlines transformers model of the same weights) for one family."""
+    folder = models.save(request.param, tmp_path_factory.mktemp("model") / request.param,
+                         tokenizer_root=FIXTURES / "tokenizers", config=HEADS)
+    llm = cad_vllm.load(str(folder), **ENGINE)
+    hf = AutoModelForCausalLM.from_pretrained(folder, dtype="float32")
+    hf.eval()
+    yield llm, outlines.from_transformers(hf, AutoTokenizer.from_pretrained(folder))
+    llm.llm_engine.engine_core.shutdown()
+    del llm
+    gc.collect()
+
+
+def _cases() -> list[tuple[str, str]]:
+    """(document, program) pairs: the fixed ones and two oracle programs of the corpus."""
+    cases = [(DOC, text) for text in PROGRAMS]
+    records = sorted(corpus_sample(), key=lambda r: len(r["doc"]))[:2]
+    for rec in records:
+        cases.append((rec["doc"], program.render(oracle.oracle_program(rec["doc"], rec["gold"]))))
+    return cases
+
+
+def test_forced_programs_give_the_hf_documents(family):
+    llm, hf_model = family
+    editor = cad_vllm.VLLMEditor(llm, max_new_tokens=4096)
+    cases = _cases()
+    results = cad_vllm.edit_many(editor, [(doc, "edit") for doc, _ in cases],
+                                 force_programs=[text for _, text in cases], progress=False)
+    for (doc, text), got in zip(cases, results):
+        want = CaDGenerator(hf_model, doc).run("edit", force_program=text)
+        assert got.complete and want.complete
+        assert got.program == want.program == text
+        assert got.document == want.document == resolve(program.parse(text), doc, "strict")
+        assert got.document.encode() == want.document.encode()
+        assert got.ops == want.ops
+        assert got.stats.splices == want.stats.splices
+        assert got.stats.copied_tokens == want.stats.copied_tokens
+    # The "/> inside new text ended a request early: one request more than splices + 1.
+    stopped_inside_gen = results[1].stats
+    assert stopped_inside_gen.requests == stopped_inside_gen.splices + 2
+
+
+def test_splices_hit_the_prefix_cache(family):
+    llm, _ = family
+    editor = cad_vllm.VLLMEditor(llm, max_new_tokens=4096)
+    doc, text = _cases()[0]
+    stats = editor.run(doc + "# a fresh document\n", "edit", force_program=text).stats
+    assert stats.requests == 3 and stats.splices == 2
+    # Every continuation reuses its whole previous context up to the last full block.
+    assert stats.splice_reusable_block_tokens > stats.splice_reusable_tokens - BLOCK * (stats.requests - 1)
+    assert stats.splice_cached_tokens >= stats.splice_reusable_block_tokens > 0
+    assert len(stats.first_token_seconds) == stats.requests
+    assert stats.prompt_tokens_computed < stats.prompt_tokens_cached
+
+
+def test_greedy_matches_the_hf_loop(family):
+    """Same weights, float32, greedy: the same program token for token.
+
+    The transformers loop runs with ``fast_forward=False`` (vLLM has no fast-forward:
+    every program token is chosen by argmax under the mask, on both paths).
+    """
+    llm, hf_model = family
+    doc = _cases()[3][0]
+    editor = cad_vllm.VLLMEditor(llm, max_new_tokens=40)
+    got = editor.run(doc, "add a docstring")
+    want = CaDGenerator(hf_model, doc, max_new_tokens=40, fast_forward=False,
+                        draft_tags=False).run("add a docstring")
+    assert got.program == want.program
+    assert got.complete == want.complete
+    assert got.ops == want.ops
+    assert got.document == want.document
+
+
+def test_budget_flags_incomplete_programs_as_the_hf_loop(family):
+    llm, hf_model = family
+    doc, text = _cases()[0]
+    budget = 20  # runs out before </program>
+    got = cad_vllm.VLLMEditor(llm, max_new_tokens=budget).run(doc, "edit", force_program=text)
+    want = CaDGenerator(hf_model, doc, max_new_tokens=budget, fast_forward=False,
+                        draft_tags=False).run("edit", force_program=text)
+    assert not got.complete and got.document is None and got.stats.stopped_early
+    assert got.program == want.program and got.ops == want.ops
+    assert got.ops == program.parse(text)[:len(got.ops)] and len(got.ops) < 3
+    assert got.stats.decoded_tokens == budget
+
+
+@pytest.mark.parametrize("bad", ['<copy lines="5-3"/>', '<copy lines="1-99"/>'])
+def test_index_rules_reject_forced_copies(family, bad):
+    llm, _ = family
+    editor = cad_vllm.VLLMEditor(llm)
+    with pytest.raises(ForcedProgramError, match="rejected by the constraint"):
+        editor.run(DOC, "edit", force_program=f"<program>{bad}</program>")
+
+
+def test_seeded_sampling_is_reproducible(family):
+    llm, _ = family
+    editor = cad_vllm.VLLMEditor(llm, max_new_tokens=24, temperature=1.0, seed=7)
+    first, second = (editor.run(DOC, "edit") for _ in range(2))
+    assert first.program == second.program
+    other = cad_vllm.VLLMEditor(llm, max_new_tokens=24, temperature=1.0, seed=8).run(DOC, "edit")
+    assert other.program != first.program
+    assert first.program.startswith(program.PROGRAM_OPEN)
+
+
+def test_not_an_engine_is_a_clear_error():
+    with pytest.raises(cad_vllm.EngineSetupError, match="expected a vLLM LLM"):
+        cad_vllm.VLLMEditor(object())
+
+
+def test_forced_regeneration_types_the_gold(family):
+    llm, _ = family
+    editor = cad_vllm.VLLMEditor(llm)
+    doc, text = _cases()[0]
+    gold = resolve(program.parse(text), doc, "strict")
+    (regen,) = editor.regenerate_many([(doc, "edit")], targets=[gold], progress=False)
+    (cad,) = editor.run_many([(doc, "edit")], force_programs=[text], progress=False)
+    assert regen.complete and regen.document == gold == cad.document
+    assert regen.stats.decoded_tokens == len(editor.adapter.encode(gold))
+    assert regen.stats.requests == 1 and regen.ops == []
+    # The point of CaD: far fewer decoded tokens for the same document.
+    assert cad.stats.decoded_tokens < regen.stats.decoded_tokens / 3
+
+
+def test_async_engine_runs_edits_concurrently(tmp_path):
+    """AsyncLLM (its engine core in a process of its own): eight edits as coroutines."""
+    folder = models.save("tiny-qwen", tmp_path / "tiny-qwen", tokenizer_root=FIXTURES / "tokenizers",
+                         config=HEADS)
+    engine = cad_vllm.load(str(folder), async_engine=True, **ENGINE)
+    try:
+        editor = cad_vllm.VLLMEditor(engine, max_new_tokens=4096)
+        cases = (_cases()[:3] * 3)[:8]
+        results = cad_vllm.edit_many(editor, [(doc, f"edit {k}") for k, (doc, _) in enumerate(cases)],
+                                     force_programs=[text for _, text in cases], progress=False)
+        for (doc, text), got in zip(cases, results):
+            assert got.document == resolve(program.parse(text), doc, "strict")
+            assert len(got.stats.first_token_seconds) == got.stats.requests
+        assert sum(r.stats.splice_cached_tokens for r in results) > 0
+    finally:
+        engine.shutdown()
+
+
+def test_outlines_vllm_offline_model_is_accepted(family):
+    llm, _ = family
+    editor = cad_vllm.VLLMEditor(outlines.from_vllm_offline(llm))
+    assert editor.engine is llm
+    assert editor.run(DOC, "edit", force_program=PROGRAMS[2]).document == DOC
+
+
+def test_token_granularity_forced_oracle_matches_hf(family):
+    llm, hf_model = family
+    editor = cad_vllm.VLLMEditor(llm, granularity="tokens", max_new_tokens=4096)
+    a = editor.adapter
+    doc, gold = DOC, DOC.replace("value_10 = 100", "value_10 = 'ten'")
+    ops = oracle.oracle_tokens(a.document_ids(doc), a.document_ids(gold), min_span=4,
+                               doc_pieces=a.token_pieces(doc), gold_pieces=a.token_pieces(gold))
+    got = editor.run(doc, "edit", force_program=ops)
+    want = CaDGenerator(hf_model, doc, granularity="tokens").run("edit", force_program=ops)
+    assert got.document == want.document == gold
+    assert got.program == want.program and got.ops == want.ops
+    assert got.stats.copied_tokens == want.stats.copied_tokens > 0
