@@ -251,13 +251,8 @@ def _run_apply_reply(args: argparse.Namespace) -> int:
 _COMMANDS.append(_add_apply)
 
 
-def _add_ceiling(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "ceiling",
-        help="copy-ceiling statistics of an edit corpus",
-        description="Build the oracle program of every case of CORPUS and report how "
-                    "many gold tokens it copies (T, T_copy, T_gen, f, K, span mean/p50/"
-                    "p95, round trips); definitions in docs/ceiling.md.")
+def add_ceiling_arguments(p: argparse.ArgumentParser) -> None:
+    """The corpus, tokenizer and oracle arguments of `ceiling` (also used by `bench bounds`)."""
     p.add_argument("corpus", metavar="CORPUS.jsonl", help='JSONL of {"id", "doc", "gold"}')
     p.add_argument("--tokenizer", metavar="DIR", required=True,
                    help="Hugging Face tokenizer folder that counts the tokens")
@@ -268,6 +263,16 @@ def _add_ceiling(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--special-tokens", choices=["text", "match"], default="text",
                    help="text (default): special-token spellings in the text are plain "
                         "text; match: they become special tokens")
+
+
+def _add_ceiling(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "ceiling",
+        help="copy-ceiling statistics of an edit corpus",
+        description="Build the oracle program of every case of CORPUS and report how "
+                    "many gold tokens it copies (T, T_copy, T_gen, f, K, span mean/p50/"
+                    "p95, round trips); definitions in docs/ceiling.md.")
+    add_ceiling_arguments(p)
     p.add_argument("--json", action="store_true", help="print the statistics as JSON")
     p.add_argument("-o", "--output", metavar="OUT.json",
                    help="also write the statistics (and bounds) as JSON here (atomically)")

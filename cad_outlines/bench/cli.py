@@ -14,7 +14,7 @@ import argparse
 import sys
 from typing import Any, Callable
 
-from cad_outlines.cli import UsageError, load_cases
+from cad_outlines.cli import UsageError, add_ceiling_arguments, load_cases
 
 _BENCH_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
 
@@ -142,18 +142,9 @@ def _add_bench_bounds(bench: argparse._SubParsersAction) -> None:
         description="The `ceiling` statistics of CORPUS plus the speed-up bounds (bnd_m8, "
                     "bnd_mean, bnd_exact, bnd_fixed, m*) that a kernel curve implies; no model "
                     "runs. See docs/benchmarks.md.")
-    p.add_argument("corpus", metavar="CORPUS.jsonl", help='JSONL of {"id", "doc", "gold"}')
-    p.add_argument("--tokenizer", metavar="DIR", required=True,
-                   help="Hugging Face tokenizer folder that counts the tokens")
+    add_ceiling_arguments(p)
     p.add_argument("--kernel", metavar="KERNEL.json", required=True,
                    help="the kernel curve (`bench kernel -o KERNEL.json`)")
-    p.add_argument("--granularity", choices=["lines", "tokens"], default="lines",
-                   help="line oracle (default) or greedy token oracle")
-    p.add_argument("--min-span", type=int, default=8, metavar="M",
-                   help="shortest token copy, in tokens (default: 8)")
-    p.add_argument("--special-tokens", choices=["text", "match"], default="text",
-                   help="text (default): special-token spellings are plain text; match: "
-                        "they become special tokens")
     p.add_argument("--json", action="store_true", help="print the statistics and bounds as JSON")
     p.add_argument("-o", "--output", metavar="OUT.json", help="also write the JSON here (atomically)")
     p.set_defaults(func=_run_bench_bounds)
