@@ -97,8 +97,15 @@ class DocumentStream:
             if GEN_CLOSE.startswith(body[-k:]):
                 body = body[:-k]  # may be the start of </gen>
                 break
-        if (len(body) - len(body.rstrip(escape.ESCAPE_CHAR))) % 2:
-            body = body[:-1]  # a lone trailing escape char may pair with the next one
+        # A run of escape chars is an escape only right before a reserved tail, so a run
+        # followed by (a prefix of) a tail may still change meaning: hold it back.
+        tails = [lit[1:] for lit in escape.RESERVED_LITERALS]
+        for k in range(min(max(map(len, tails)), len(body)), -1, -1):
+            rest = body[len(body) - k:]
+            head = body[:len(body) - k]
+            if head.endswith(escape.ESCAPE_CHAR) and any(t.startswith(rest) for t in tails):
+                body = head.rstrip(escape.ESCAPE_CHAR)
+                break
         text = escape.decode(body)
         if self._lines is not None:
             if text.startswith("\n"):

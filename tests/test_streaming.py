@@ -105,9 +105,11 @@ def test_gen_text_streams_before_its_tag_closes():
     assert stream.feed([], "<gen>\nnew line\n") == " line"   # the trailing \n is held back
     assert stream.feed([], "<gen>\nnew line\nmore <") == "\nmore "  # "<" may start </gen>
     assert stream.feed([], "<gen>\nnew line\nmore < b" + ESCAPE_CHAR) == "< b"  # lone ⟨ held
-    assert stream.feed([], "<gen>\nnew line\nmore < b" + ESCAPE_CHAR * 2) == ESCAPE_CHAR
+    # a run of ⟨ is an escape only before a reserved tail: "⟨⟨" may still become "⟨⟨/gen>"
+    assert stream.feed([], "<gen>\nnew line\nmore < b" + ESCAPE_CHAR * 2) == ""
+    # "\n" follows: the run is text, released with the op (its padding \n dropped)
     body = "\nnew line\nmore < b" + ESCAPE_CHAR * 2 + "\n"
-    assert stream.feed([Gen(body.replace(ESCAPE_CHAR * 2, ESCAPE_CHAR))], "") == ""  # padding \n dropped
+    assert stream.feed([Gen(body)], "") == ESCAPE_CHAR * 2
     assert stream.feed([Copy(2, 2)], "") == "\ntwo"
 
 
