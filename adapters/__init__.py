@@ -17,6 +17,7 @@ from ._errors import AdapterError
 from .base import LITERALS, Adapter
 from .codellama import CodeLlamaAdapter
 from .deepseek_coder import DeepSeekCoderAdapter
+from .facts import TokenizerFacts, tokenizer_facts
 from .generic import GenericAdapter
 from .qwen import QwenAdapter
 
@@ -28,12 +29,6 @@ ADAPTERS: dict[str, type[Adapter]] = {
     GenericAdapter.name: GenericAdapter,
 }
 
-# One adapter per (tokenizer, family): building one encodes the probes and literals and
-# copies the backend, so repeated get_adapter calls must not redo it. The cache lives on
-# the tokenizer object itself: a global weak-key map would never free a tokenizer, since
-# its adapter (the value) refers to it.
-_CACHE_ATTR = "_cad_outlines_adapters"
-
 
 def detect_family(tokenizer: Any) -> str:
     """The family auto-detection picks for ``tokenizer`` (from its backend, not its path).
@@ -43,9 +38,7 @@ def detect_family(tokenizer: Any) -> str:
     AdapterError
         If the tokenizer has no ``tokenizers`` backend.
     """
-    from . import _backend
-
-    facts = _backend.prepare(tokenizer).facts
+    facts = tokenizer_facts(tokenizer).backend
     for name, cls in ADAPTERS.items():
         if cls is not GenericAdapter and cls.matches(tokenizer, facts):
             return name
@@ -73,16 +66,13 @@ def get_adapter(tokenizer: Any, name: str | None = None) -> Adapter:
     if name is not None and name not in ADAPTERS:
         raise AdapterError(f"unknown adapter {name!r}; choose one of {', '.join(ADAPTERS)}")
     family = name or detect_family(tokenizer)
-    per_tok = getattr(tokenizer, "__dict__", {}).get(_CACHE_ATTR)
-    if per_tok is None:
-        per_tok = {}
-        try:
-            setattr(tokenizer, _CACHE_ATTR, per_tok)
-        except (AttributeError, TypeError):  # a frozen object: build without caching
-            pass
-    if family not in per_tok:
-        per_tok[family] = ADAPTERS[family](tokenizer)
-    return per_tok[family]
+    # One adapter per (tokenizer, family) while anyone holds it: the tokenizer's facts
+    # hold it weakly, since the adapter refers to the tokenizer (see .facts).
+    built = tokenizer_facts(tokenizer).adapters
+    adapter = built.get(family)
+    if adapter is None:
+        adapter = built[family] = ADAPTERS[family](tokenizer)
+    return adapter
 
 
 def load_tokenizer(path: str | os.PathLike) -> Any:
@@ -113,5 +103,5 @@ def load_tokenizer(path: str | os.PathLike) -> Any:
 
 
 __all__ = ["ADAPTERS", "LITERALS", "Adapter", "AdapterError", "CodeLlamaAdapter",
-           "DeepSeekCoderAdapter", "GenericAdapter", "QwenAdapter", "detect_family",
-           "get_adapter", "load_tokenizer"]
+           "DeepSeekCoderAdapter", "GenericAdapter", "QwenAdapter", "TokenizerFacts",
+           "detect_family", "get_adapter", "load_tokenizer", "tokenizer_facts"]

@@ -1,6 +1,7 @@
 """What the adapters read from a tokenizer's ``tokenizers`` backend.
 
-Three things, all derived from the tokenizer's own ``tokenizer.json`` (never typed in):
+Pure functions of the parsed ``tokenizer.json``; :mod:`.facts` calls them once per
+tokenizer and keeps the results. Three things, all derived from the tokenizer's own ``tokenizer.json`` (never typed in):
 
 - :class:`BackendFacts`: the byte scheme (byte-level BPE, SentencePiece, other), the
   component types and the added tokens, for family detection;
@@ -19,7 +20,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import weakref
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal
 
@@ -81,38 +81,6 @@ class BackendFacts:
     def specials(self) -> dict[str, AddedToken]:
         """The added tokens flagged special."""
         return {c: t for c, t in self.added.items() if t.special}
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A tokenizer's parsed backend, its facts and its token bytes (built once per tokenizer)."""
-
-    spec: dict
-    facts: BackendFacts
-    table: list[bytes]
-
-
-# Parsing tokenizer.json and building the byte table take most of an adapter's set-up
-# (about a second for Qwen's 151k tokens); detection and every family share one copy.
-# The snapshot is taken at first use: tokens added to the tokenizer later are not seen.
-_PREPARED: "weakref.WeakKeyDictionary[Any, Prepared]" = weakref.WeakKeyDictionary()
-
-
-def prepare(tokenizer: Any) -> Prepared:
-    """The :class:`Prepared` facts of ``tokenizer``, cached per tokenizer object."""
-    try:
-        return _PREPARED[tokenizer]
-    except (KeyError, TypeError):
-        pass
-    spec = backend_spec(tokenizer)
-    facts = read_facts(spec)
-    table = token_bytes_table(spec, facts, getattr(tokenizer, "convert_tokens_to_string", None))
-    prepared = Prepared(spec, facts, table)
-    try:
-        _PREPARED[tokenizer] = prepared
-    except TypeError:  # not weak-referenceable: no caching
-        pass
-    return prepared
 
 
 def backend_spec(tokenizer: Any) -> dict:

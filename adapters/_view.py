@@ -2,8 +2,8 @@
 
 Line view (``granularity="lines"``)
 -----------------------------------
-The document's lines are ``document.split("\\n")`` (the resolver's definition: a
-trailing newline gives an empty last line). Line ``i`` (1-indexed) is shown as::
+The document's lines are ``syntax.split_lines(document)`` (the copy units: a trailing
+newline gives an empty last line). Line ``i`` (1-indexed) is shown as::
 
     f"{i:>{w}}| {line}"        # w = len(str(n)), n = number of lines
 
@@ -38,22 +38,26 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from cad_outlines.language import syntax
+
 TOKEN_MARK = "\u00b7"  # ·
 
+_PROGRAM = f"{syntax.PROGRAM_OPEN}...{syntax.PROGRAM_CLOSE}"
+_GEN = f"{syntax.GEN_OPEN}text{syntax.GEN_CLOSE}"
 _FORMAT = {
     "lines": (
         "Answer with an edit program instead of the whole edited document. "
-        "A program is <program>...</program> holding, in order, any number of:\n"
-        '<copy lines="i-j"/> (the document\'s lines i to j, inclusive, unchanged) and\n'
-        "<gen>text</gen> (new text).\n"
+        f"A program is {_PROGRAM} holding, in order, any number of:\n"
+        f"{syntax.copy_tag('lines', 'i', 'j')} (the document's lines i to j, inclusive, unchanged) and\n"
+        f"{_GEN} (new text).\n"
         'The document is shown with each line prefixed by its number and "| "; '
         "the prefix is not part of the line."
     ),
     "tokens": (
         "Answer with an edit program instead of the whole edited document. "
-        "A program is <program>...</program> holding, in order, any number of:\n"
-        '<copy tokens="a-b"/> (the document\'s tokens a to b, 0-indexed, inclusive, '
-        "unchanged) and\n<gen>text</gen> (new text).\n"
+        f"A program is {_PROGRAM} holding, in order, any number of:\n"
+        f"{syntax.copy_tag('tokens', 'a', 'b')} (the document's tokens a to b, 0-indexed, inclusive, "
+        f"unchanged) and\n{_GEN} (new text).\n"
         'The document is shown line by line; each line is prefixed by the positions "a-b" '
         'of the tokens that start on it and "| ", and "\u00b7" marks where each further '
         "token starts; neither is part of the text."
@@ -71,7 +75,7 @@ def format_statement(granularity: str) -> str:
 
 def number_lines(document: str) -> str:
     """The line view of ``document`` (see the module docstring)."""
-    lines = document.split("\n")
+    lines = syntax.split_lines(document)
     width = len(str(len(lines)))
     return "\n".join(f"{i:>{width}}| {line}" for i, line in enumerate(lines, 1))
 
@@ -89,7 +93,7 @@ def number_tokens(document: str, pieces: Sequence[bytes]) -> str:
     rows: list[tuple[str, str]] = []
     line_start = 0
     k = 0  # next token to place
-    for line in data.split(b"\n"):
+    for line in (text.encode("utf-8") for text in syntax.split_lines(document)):
         line_end = line_start + len(line)  # offset of this line's newline (or of the end)
         first = k
         marks: list[int] = []
@@ -122,7 +126,7 @@ def _mark(line: bytes, marks: list[int]) -> str:
 def user_content(instruction: str, view: str, granularity: str, template: Any = None) -> str:
     """The user message: instruction, format statement, numbered document.
 
-    ``template`` (a ``cad_outlines.prompts.PromptTemplate``) replaces the default layout
+    ``template`` (a ``cad_outlines.decoding.prompts.PromptTemplate``) replaces the default layout
     ``"{instruction}\\n\\n{format}\\n\\nDocument:\\n{document}"``.
     """
     if template is not None:

@@ -24,34 +24,33 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar, Mapping, Sequence
 
-from cad_outlines import program
+from cad_outlines.language import syntax
 
 from . import _backend, _view
 from ._backend import BackendFacts
 from ._errors import AdapterError
+from .facts import tokenizer_facts
 
 #: The structural literals whose ids every adapter derives at load.
-LITERALS: tuple[str, ...] = (
-    program.PROGRAM_OPEN, program.PROGRAM_CLOSE, program.COPY_OPEN["lines"],
-    program.COPY_OPEN["tokens"], "-", program.COPY_CLOSE, program.GEN_OPEN,
-    program.GEN_CLOSE, *"0123456789",
-)
+LITERALS: tuple[str, ...] = (*syntax.STRUCTURAL_LITERALS, *syntax.INDEX_DIGITS)
+
+_COPY_1_3 = syntax.copy_tag("lines", 1, 3)
 
 #: Strings each adapter must round-trip at load (after each of the probe prefixes).
 PROBES: tuple[str, ...] = (
     "\n", "\n\n", " ", "  two leading spaces", " one", "\tindented\twith tabs\t",
     "a\r\nb\r\n", "trailing  \n", "   \n  \n", "caf\u00e9 \u00fc\u00df \u4e2d\u6587 \U0001F600 \u2603",
     "e\u0301 A\u030a", "\u2581 \u2581\u2581x", "<|im_start|>user\n", "<|im_end|>", "<s>", "</s>",
-    "<|endoftext|>", "<unk>", "x</gen>y", "def add(a, b):\n    return a + b\n",
-    '<copy lines="12-345"/>', *LITERALS,
+    "<|endoftext|>", "<unk>", f"x{syntax.GEN_CLOSE}y", "def add(a, b):\n    return a + b\n",
+    syntax.copy_tag("lines", "12", "345"), *LITERALS,
 )
-_PROBE_PREFIXES: tuple[str, ...] = ("", "<program>", '<program><copy lines="1-3"/>', "x")
+_PROBE_PREFIXES: tuple[str, ...] = ("", syntax.PROGRAM_OPEN, syntax.PROGRAM_OPEN + _COPY_1_3, "x")
 
 #: Ordinary text on which the text encoder must agree with the tokenizer itself.
 _ORDINARY: tuple[str, ...] = (
     "def add(a, b):\n    return a + b\n",
     "Hello world. The quick brown fox, 42 times!",
-    '<program><copy lines="1-3"/><gen>\nx = 1\n</gen></program>',
+    f"{syntax.PROGRAM_OPEN}{_COPY_1_3}{syntax.GEN_OPEN}\nx = 1\n{syntax.GEN_CLOSE}{syntax.PROGRAM_CLOSE}",
 )
 
 _SENTINEL = "\ue000cad-outlines-content\ue001"
@@ -112,10 +111,10 @@ class Adapter:
 
     def __init__(self, tokenizer: Any):
         self.tokenizer = tokenizer
-        prepared = _backend.prepare(tokenizer)
-        self._spec = prepared.spec
-        self.facts = prepared.facts
-        self._bytes = prepared.table
+        facts = tokenizer_facts(tokenizer)
+        self._spec = facts.spec
+        self.facts = facts.backend
+        self._bytes = facts.table
         vocab = tokenizer.get_vocab()
         missing = [s for s in (*self.required_spellings, *filter(None, [self.eos_spelling]))
                    if s not in vocab]
@@ -128,7 +127,7 @@ class Adapter:
         self.eos_token_id: int = int(eos)
         control = {*self.control_spellings, *self.facts.specials,
                    tokenizer.convert_ids_to_tokens(self.eos_token_id)}
-        self._encoder = _backend.text_encoder(self._spec, self._bytes, control)
+        self._encoder = facts.text_encoder(control)
         self._spm_space_ids: list[int] | None = None
         if self.facts.scheme == "sentencepiece":
             # "▁" in the text would decode as a space; spell it with byte tokens instead.
@@ -250,7 +249,7 @@ class Adapter:
                      template: Any = None) -> str:
         """The user message: instruction, program format, numbered document.
 
-        ``template`` (a ``cad_outlines.prompts.PromptTemplate``) replaces the default layout.
+        ``template`` (a ``cad_outlines.decoding.prompts.PromptTemplate``) replaces the default layout.
         """
         return _view.user_content(instruction, self.render_document(document, granularity),
                                   granularity, template)

@@ -10,12 +10,16 @@ from __future__ import annotations
 import os
 from typing import Mapping, Sequence
 
+from cad_outlines.language import syntax
+
 from .base import Adapter
 
-#: The literals the report tokenizes (each with :meth:`Adapter.encode`, as ordinary text).
+#: The literals the report tokenizes (each with :meth:`Adapter.encode`, as ordinary text):
+#: the tag punctuation, the tag names, and whole literals and ops.
 PORTABILITY_LITERALS: tuple[str, ...] = (
-    "<", "</", ">", "copy", "gen", "program", " lines", '="', "/>", '"', "</gen>",
-    "</program>", '<copy lines="1-3"/>', "<gen>content</gen>",
+    "<", "</", ">", syntax.COPY_TAG, syntax.GEN_TAG, syntax.PROGRAM_TAG,
+    " " + syntax.COPY_ATTRIBUTE["lines"], '="', "/>", '"', syntax.GEN_CLOSE, syntax.PROGRAM_CLOSE,
+    syntax.copy_tag("lines", 1, 3), f"{syntax.GEN_OPEN}content{syntax.GEN_CLOSE}",
 )
 
 

@@ -18,13 +18,11 @@ import sys
 import traceback
 from typing import Any, Callable, Sequence
 
-from cad_outlines.errors import CaDError, InputError, ModelOutputError
+from cad_outlines.arguments import UsageError, add_ceiling_arguments, load_cases, positive
+from cad_outlines.errors import CaDError, ModelOutputError
+from cad_outlines.language.syntax import COPY_CLOSE, COPY_OPEN, GEN_OPEN, TAG_START
 
 EXIT_OK, EXIT_MODEL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
-
-
-class UsageError(InputError):
-    """A problem with the command's input that the user can fix."""
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -65,13 +63,6 @@ def _all_parsers(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParse
     return parsers
 
 
-def _positive(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
-    return number
-
-
 def _temperature(value: str) -> float:
     number = float(value)
     if not math.isfinite(number) or number < 0:
@@ -105,8 +96,8 @@ def _add_portability(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "portability",
         help="show how the program's literals split into tokens under each tokenizer",
-        description="Tokenize the program's structural literals (<, </, \"/>, <gen>, ...) "
-                    "with each tokenizer's adapter and show the pieces.")
+        description=f"Tokenize the program's structural literals ({TAG_START}, {TAG_START}/, "
+                    f"{COPY_CLOSE}, {GEN_OPEN}, ...) with each tokenizer's adapter and show the pieces.")
     p.add_argument("--tokenizer", nargs="+", required=True, metavar="DIR",
                    help="Hugging Face tokenizer folder(s) (tokenizer.json)")
     p.add_argument("--json", action="store_true",
@@ -143,7 +134,7 @@ def _add_oracle(sub: argparse._SubParsersAction) -> None:
                    help="copy lines (default) or document tokens (needs --tokenizer)")
     p.add_argument("--tokenizer", metavar="DIR",
                    help="Hugging Face tokenizer folder (tokens granularity, --cost-aware)")
-    p.add_argument("--min-span", type=_positive, default=8, metavar="M",
+    p.add_argument("--min-span", type=positive, default=8, metavar="M",
                    help="shortest token copy, in tokens (default: 8)")
     p.add_argument("--cost-aware", action="store_true",
                    help="lines: generate a copy's text when its tag takes more tokens")
@@ -151,9 +142,9 @@ def _add_oracle(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_oracle(args: argparse.Namespace) -> int:
-    from cad_outlines.ceiling import load_tokenization, oracle_for
+    from cad_outlines.tools.ceiling import load_tokenization, oracle_for
     from cad_outlines.files import read_text
-    from cad_outlines.program import render
+    from cad_outlines.language.program import render
 
     if (args.granularity == "tokens" or args.cost_aware) and not args.tokenizer:
         raise UsageError("--granularity tokens and --cost-aware need --tokenizer DIR")
@@ -173,7 +164,7 @@ def _add_apply(sub: argparse._SubParsersAction) -> None:
         help="apply a program to a document",
         description="Resolve PROGRAM (program text, e.g. from `cad-outlines oracle`) "
                     "against DOC and print the edited document, or write it atomically "
-                    "to OUT. Token programs (<copy tokens=...>) need --tokenizer.")
+                    f"to OUT. Token programs ({COPY_OPEN['tokens']}...) need --tokenizer.")
     p.add_argument("program", metavar="PROGRAM", nargs="?",
                    help="program text file (omit with --from-reply)")
     p.add_argument("doc", metavar="DOC", help="the document the program edits")
@@ -193,10 +184,10 @@ def _add_apply(sub: argparse._SubParsersAction) -> None:
 def _run_apply(args: argparse.Namespace) -> int:
     import warnings
 
-    from cad_outlines.ceiling import load_tokenization
+    from cad_outlines.tools.ceiling import load_tokenization
     from cad_outlines.files import atomic_write, read_text
-    from cad_outlines.program import COPY_OPEN, ProgramParseError, parse
-    from cad_outlines.resolver import resolve
+    from cad_outlines.language.program import ProgramParseError, parse
+    from cad_outlines.language.resolver import resolve
 
     if args.from_reply:
         return _run_apply_reply(args)
@@ -231,7 +222,7 @@ def _run_apply(args: argparse.Namespace) -> int:
 
 def _run_apply_reply(args: argparse.Namespace) -> int:
     from cad_outlines.files import atomic_write, read_text
-    from cad_outlines.text import ReplyError, apply_reply
+    from cad_outlines.tools.text import ReplyError, apply_reply
 
     if args.program:
         raise UsageError("give either PROGRAM or --from-reply, not both")
@@ -249,20 +240,6 @@ def _run_apply_reply(args: argparse.Namespace) -> int:
 
 
 _COMMANDS.append(_add_apply)
-
-
-def add_ceiling_arguments(p: argparse.ArgumentParser) -> None:
-    """The corpus, tokenizer and oracle arguments of `ceiling` (also used by `bench bounds`)."""
-    p.add_argument("corpus", metavar="CORPUS.jsonl", help='JSONL of {"id", "doc", "gold"}')
-    p.add_argument("--tokenizer", metavar="DIR", required=True,
-                   help="Hugging Face tokenizer folder that counts the tokens")
-    p.add_argument("--granularity", choices=["lines", "tokens"], default="lines",
-                   help="line oracle (default) or greedy token oracle")
-    p.add_argument("--min-span", type=_positive, default=8, metavar="M",
-                   help="shortest token copy, in tokens (default: 8)")
-    p.add_argument("--special-tokens", choices=["text", "match"], default="text",
-                   help="text (default): special-token spellings in the text are plain "
-                        "text; match: they become special tokens")
 
 
 def _add_ceiling(sub: argparse._SubParsersAction) -> None:
@@ -283,7 +260,7 @@ def _run_ceiling(args: argparse.Namespace) -> int:
     import json
     import os
 
-    from cad_outlines.ceiling import ceiling, format_table, load_tokenization
+    from cad_outlines.tools.ceiling import ceiling, format_table, load_tokenization
     from cad_outlines.files import atomic_write
 
     cases = load_cases(args.corpus)
@@ -332,8 +309,8 @@ def _add_sft(sub: argparse._SubParsersAction) -> None:
 
 def _run_sft_build(args: argparse.Namespace) -> int:
     from cad_outlines.adapters import load_tokenizer
-    from cad_outlines.corpus import load_corpus
-    from cad_outlines.sft import RowBuilder, build_rows, write_rows
+    from cad_outlines.tools.corpus import load_corpus
+    from cad_outlines.tools.sft import RowBuilder, build_rows, write_rows
 
     if args.cost_aware and args.granularity != "lines":
         raise UsageError("--cost-aware is for --granularity lines only")
@@ -373,7 +350,7 @@ def _add_device_args(p: argparse.ArgumentParser) -> None:
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
-    from cad_outlines.presets import PRESET_SUMMARIES  # names only: no torch import
+    from cad_outlines.tools.presets import PRESET_SUMMARIES  # names only: no torch import
 
     presets = "\n".join(f"  {name:22} {what}" for name, what in PRESET_SUMMARIES.items())
     p = sub.add_parser(
@@ -390,9 +367,9 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_demo(args: argparse.Namespace) -> int:
-    from cad_outlines import models
-    from cad_outlines.demo import run_demo
-    from cad_outlines.progress import DecodeProgress, wants_progress
+    from cad_outlines.tools import models
+    from cad_outlines.tools.demo import run_demo
+    from cad_outlines.decoding.progress import DecodeProgress, wants_progress
 
     show = wants_progress(args.quiet)
     _status(args, f"building preset {args.preset} (random weights) ...")
@@ -437,13 +414,24 @@ def _add_edit(sub: argparse._SubParsersAction) -> None:
                    help="copy whole lines or document tokens")
     p.add_argument("--force-program", metavar="PROGRAM",
                    help="teacher-force this program file through the decode loop (tests, benchmarks)")
-    p.add_argument("--max-new-tokens", type=_positive, default=2048, metavar="N",
+    p.add_argument("--max-new-tokens", type=positive, default=2048, metavar="N",
                    help="budget of program tokens (copied tokens are free)")
     p.add_argument("--temperature", type=_temperature, default=0.0, metavar="T",
                    help="0 is greedy; otherwise sample")
     p.add_argument("--top-p", type=_top_p, default=1.0, metavar="P", help="nucleus sampling mass")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
     _add_device_args(p)
+    serving = p.add_argument_group(
+        "vLLM", "--engine vllm edits all FILEs at once on one vLLM engine (continuous batching, "
+                "prefix-cached splices; docs/serving.md). It needs --model DIR and vLLM installed "
+                "(pip install 'cad-outlines[vllm]'); vLLM picks its own device, so --device is "
+                "not used.")
+    serving.add_argument("--engine", choices=["transformers", "vllm"], default="transformers",
+                         help="the model runtime")
+    serving.add_argument("--max-model-len", type=positive, default=None, metavar="N",
+                         help="vLLM: longest context in tokens (default: the model's)")
+    serving.add_argument("--kv-cache-gib", type=float, default=None, metavar="G",
+                         help="vLLM: KV cache size in GiB (default: vLLM sizes it from free memory)")
     _add_verbosity(p)
     p.set_defaults(func=_run_edit)
 
@@ -451,19 +439,27 @@ def _add_edit(sub: argparse._SubParsersAction) -> None:
 def _run_edit(args: argparse.Namespace) -> int:
     import json
 
-    from cad_outlines.diffs import line_summary, unified_diff
-    from cad_outlines.files import atomic_write, read_text
-    from cad_outlines.generator import CaDGenerator
-    from cad_outlines.progress import DecodeProgress, wants_progress
-    from cad_outlines.resolver import ResolveError
+    from cad_outlines.files import read_text
+    from cad_outlines.decoding.generator import CaDGenerator
+    from cad_outlines.decoding.progress import DecodeProgress, wants_progress
+    from cad_outlines.language.resolver import ResolveError
 
     if args.output and len(args.files) > 1:
         raise UsageError(f"-o takes one FILE, got {len(args.files)}; use --in-place for several")
+    if args.engine == "vllm" and args.preset:
+        raise UsageError("--engine vllm needs --model DIR (a model folder vLLM loads; "
+                         "cad_outlines.tools.models.save writes one from a preset)")
+    if args.engine != "vllm" and (args.max_model_len or args.kv_cache_gib is not None):
+        raise UsageError("--max-model-len and --kv-cache-gib are for --engine vllm")
+    if args.kv_cache_gib is not None and not args.kv_cache_gib > 0:
+        raise UsageError(f"--kv-cache-gib must be > 0, got {args.kv_cache_gib}")
     instruction = sys.stdin.read() if args.instruction == "-" else args.instruction
     if not instruction.strip():
         raise UsageError("the instruction is empty")
     documents = {name: read_text(name) for name in args.files}  # every file readable first
     forced = read_text(args.force_program) if args.force_program else None
+    if args.engine == "vllm":
+        return _run_edit_vllm(args, documents, instruction.strip(), forced)
     model = _load_edit_model(args)
     show = wants_progress(args.quiet)
     records, status = [], EXIT_OK
@@ -478,47 +474,115 @@ def _run_edit(args: argparse.Namespace) -> int:
                 _fail(f"{name}: the model's program does not resolve: {err}; nothing was written")
                 status = EXIT_MODEL
                 continue
-        if not args.quiet:
-            print(result.program, file=sys.stderr)
-        stats = result.stats
-        if args.verbose:
-            print(f"{name}: {stats.prompt_tokens} prompt, {stats.decoded_tokens} decoded, "
-                  f"{stats.forced_tokens} forced, {stats.copied_tokens} copied tokens; "
-                  f"{stats.forward_passes} forward passes; {stats.total_seconds:.2f} s", file=sys.stderr)
-        record = {"file": name, "complete": result.complete, "program": result.program,
-                  "ops": [_op_record(op) for op in result.ops], "stats": dataclasses.asdict(stats),
-                  "document": result.document, "summary": None, "written": None}
-        records.append(record)
-        if result.document is None:
-            _fail(f"{name}: the program was not finished within --max-new-tokens {args.max_new_tokens} "
-                  f"({len(result.ops)} complete op(s)); nothing was written")
-            status = EXIT_MODEL
-            continue
-        summary = record["summary"] = line_summary(document, result.document)
-        if not args.quiet:
-            print(f"{name}: {summary['kept']} lines kept, {summary['added']} added, "
-                  f"{summary['removed']} removed", file=sys.stderr)
-        kept_lines = summary["kept"] + summary["added"]
-        original_lines = summary["kept"] + summary["removed"]
-        if original_lines and kept_lines * 2 < original_lines and not args.allow_deletion:
-            _fail(f"{name}: the edit would leave {kept_lines} of {original_lines} lines; nothing was "
-                  "written (pass --allow-deletion to accept it)")
-            status = EXIT_MODEL
-            continue
-        target = args.output or (name if args.in_place else None)
-        if target is not None:
-            atomic_write(target, result.document)
-            record["written"] = target
-        if not args.json:
-            _write_stdout(unified_diff(document, result.document, _diff_name("a", name),
-                                       _diff_name("b", args.output or name)))
+        status = max(status, _emit_edit(args, name, document, result, records))
     if args.json:
         print(json.dumps(records, indent=2, ensure_ascii=False))
     return status
 
 
+def _run_edit_vllm(args: argparse.Namespace, documents: dict[str, str], instruction: str,
+                   forced: str | None) -> int:
+    """All files as concurrent edits on one vLLM engine; output as on the transformers path."""
+    import json
+    import os
+
+    from cad_outlines.decoding.progress import wants_progress
+    from cad_outlines.language.resolver import ResolveError
+
+    if not os.path.isdir(args.model):
+        raise UsageError(f"--model {args.model}: directory does not exist (pass a local folder "
+                         "vLLM can load; nothing is downloaded)")
+    if not args.verbose:  # vLLM's start-up log would bury the progress bar and the summary
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING" if not args.quiet else "ERROR")
+    try:
+        from cad_outlines.engines import vllm as cad_vllm
+    except ImportError as err:  # vLLM is optional; its message names the extra to install
+        raise UsageError(str(err)) from None
+    engine_args: dict[str, Any] = {"dtype": args.dtype}
+    if args.max_model_len:
+        engine_args["max_model_len"] = args.max_model_len
+    if args.kv_cache_gib is not None:
+        engine_args["kv_cache_memory_bytes"] = int(args.kv_cache_gib * (1 << 30))
+    _status(args, f"loading {args.model} on vLLM ...")
+    try:
+        llm = cad_vllm.load(args.model, **engine_args)
+    except (OSError, ValueError) as err:  # vLLM's errors for a folder or settings it cannot use
+        # vLLM validates its config with pydantic: the first error's message says what is wrong.
+        details = err.errors() if callable(getattr(err, "errors", None)) else None
+        message = details[0].get("msg", str(err)) if details else str(err)
+        raise UsageError(f"--model {args.model}: vLLM cannot start on this folder: "
+                         f"{message.strip().splitlines()[0]}") from None
+    try:
+        # Per-request seeds have crashed vLLM's CPU engine under concurrency
+        # (docs/serving.md): seed only when sampling.
+        editor = cad_vllm.VLLMEditor(llm, granularity=args.granularity, max_new_tokens=args.max_new_tokens,
+                                     temperature=args.temperature, top_p=args.top_p,
+                                     seed=args.seed if args.temperature > 0 else None)
+        try:
+            results = cad_vllm.edit_many(editor, [(document, instruction) for document in documents.values()],
+                                         force_programs=[forced] * len(documents),
+                                         progress=wants_progress(args.quiet))
+        except ResolveError as err:  # a complete program whose copies do not resolve
+            _fail(f"the model's program does not resolve: {err}; nothing was written")
+            return EXIT_MODEL
+    finally:
+        llm.llm_engine.engine_core.shutdown()
+    records: list[dict[str, Any]] = []
+    status = EXIT_OK
+    for (name, document), result in zip(documents.items(), results):
+        status = max(status, _emit_edit(args, name, document, result, records))
+    if args.json:
+        print(json.dumps(records, indent=2, ensure_ascii=False))
+    return status
+
+
+def _emit_edit(args: argparse.Namespace, name: str, document: str, result: Any,
+               records: list[dict[str, Any]]) -> int:
+    """Report one file's result (program, summary, diff or record) and write it where asked.
+
+    Returns the file's exit status: :data:`EXIT_OK`, or :data:`EXIT_MODEL` when the
+    program is unfinished or the edit is refused.
+    """
+    from cad_outlines.tools.diffs import line_summary, unified_diff
+    from cad_outlines.files import atomic_write
+
+    if not args.quiet:
+        print(result.program, file=sys.stderr)
+    stats = result.stats
+    if args.verbose:
+        print(f"{name}: {stats.prompt_tokens} prompt, {stats.decoded_tokens} decoded, "
+              f"{stats.forced_tokens} forced, {stats.copied_tokens} copied tokens; "
+              f"{stats.forward_passes} forward passes; {stats.total_seconds:.2f} s", file=sys.stderr)
+    record = {"file": name, "complete": result.complete, "program": result.program,
+              "ops": [_op_record(op) for op in result.ops], "stats": dataclasses.asdict(stats),
+              "document": result.document, "summary": None, "written": None}
+    records.append(record)
+    if result.document is None:
+        _fail(f"{name}: the program was not finished within --max-new-tokens {args.max_new_tokens} "
+              f"({len(result.ops)} complete op(s)); nothing was written")
+        return EXIT_MODEL
+    summary = record["summary"] = line_summary(document, result.document)
+    if not args.quiet:
+        print(f"{name}: {summary['kept']} lines kept, {summary['added']} added, "
+              f"{summary['removed']} removed", file=sys.stderr)
+    kept_lines = summary["kept"] + summary["added"]
+    original_lines = summary["kept"] + summary["removed"]
+    if original_lines and kept_lines * 2 < original_lines and not args.allow_deletion:
+        _fail(f"{name}: the edit would leave {kept_lines} of {original_lines} lines; nothing was "
+              "written (pass --allow-deletion to accept it)")
+        return EXIT_MODEL
+    target = args.output or (name if args.in_place else None)
+    if target is not None:
+        atomic_write(target, result.document)
+        record["written"] = target
+    if not args.json:
+        _write_stdout(unified_diff(document, result.document, _diff_name("a", name),
+                                   _diff_name("b", args.output or name)))
+    return EXIT_OK
+
+
 def _load_edit_model(args: argparse.Namespace) -> Any:
-    from cad_outlines import models
+    from cad_outlines.tools import models
 
     if args.preset:
         return models.load(args.preset, device=args.device, dtype=args.dtype)
@@ -567,17 +631,6 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
 
 
 _COMMANDS.append(_add_bench)
-
-
-def load_cases(path: str) -> list:
-    """The cases of a corpus file; an empty corpus is a usage error, not a 0-case report."""
-    from cad_outlines.corpus import load_corpus
-
-    cases = load_corpus(path)
-    if not cases:
-        raise UsageError(f"{path}: the corpus has no cases (expected JSONL lines of "
-                         '{"id", "doc", "gold"})')
-    return cases
 
 
 def _write_stdout(text: str) -> None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .generator import CaDGenerator
-from .prompts import Prompt
+from .decoding.generator import CaDGenerator
+from .decoding.prompts import Prompt
 
 
 def cad(model: Any, document: str, **options: Any) -> CaDGenerator:
-    """Build a :class:`~cad_outlines.generator.CaDGenerator` for ``document``.
+    """Build a :class:`~cad_outlines.decoding.generator.CaDGenerator` for ``document``.
 
     Parameters
     ----------
@@ -18,7 +18,7 @@ def cad(model: Any, document: str, **options: Any) -> CaDGenerator:
     document
         The text to edit.
     **options
-        Any option of :class:`~cad_outlines.generator.CaDGenerator`.
+        Any option of :class:`~cad_outlines.decoding.generator.CaDGenerator`.
 
     Examples
     --------
@@ -34,11 +34,11 @@ def edit(model: Any, document: str, instruction: Prompt, **options: Any) -> str:
     """Edit ``document`` by ``instruction`` in one call and return the edited text.
 
     ``instruction`` may be a ``str``, an ``outlines.inputs.Chat`` or a list of message
-    dicts; ``options`` are those of :class:`~cad_outlines.generator.CaDGenerator`.
+    dicts; ``options`` are those of :class:`~cad_outlines.decoding.generator.CaDGenerator`.
 
     Raises
     ------
-    cad_outlines.generator.IncompleteProgramError
+    cad_outlines.decoding.generator.IncompleteProgramError
         When ``max_new_tokens`` ran out before the program was complete.
     """
     return CaDGenerator(model, document, **options)(instruction)

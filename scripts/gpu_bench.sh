@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU benchmarks (kernel curve + e2e) for qwen2.5-1.5b and qwen2.5-7b in bfloat16.
+# GPU benchmarks (kernel curve + e2e, with the prompt-lookup baselines) for qwen2.5-1.5b
+# and qwen2.5-7b in bfloat16, then bench serve (vLLM) for SERVE_PRESET when vLLM is installed.
 #
 # For a session that is lent a CUDA machine; every output goes into $OUT (JSON, PNG and
 # the Markdown tables as .md). Run once on an H200 (2026-11-30): results and the exact
@@ -11,7 +12,7 @@
 # Sized for a 15-minute device budget: one corpus, LIMIT cases (smallest first), kernel
 # with 3 trials up to N=512. Each step has its own timeout so that one slow step cannot
 # eat the others' time; a step that times out leaves what it wrote so far. The kernel
-# curves of all presets run first, then the e2e runs.
+# curves of all presets run first, then the e2e runs, then bench serve.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -25,6 +26,9 @@ STEP_TIMEOUT=${STEP_TIMEOUT:-240}
 DEADLINE=${DEADLINE:-}
 DEVICE=${DEVICE:-cuda}     # DEVICE=cpu DTYPE=float32 PRESETS=tiny-qwen: a smoke test without a GPU
 DTYPE=${DTYPE:-bfloat16}
+# Prompt-lookup baselines of the e2e step (k:n): transformers' default, the CPU-tuned
+# setting, and a wide one (verify positions cost next to nothing on a GPU).
+PLD=${PLD:-10:2,20:3,64:3}
 if [[ ! -f "$CORPUS" ]]; then
     echo "gpu_bench: $CORPUS not found; using the test fixture sample" >&2
     CORPUS=tests/fixtures/corpus_sample.jsonl
@@ -74,9 +78,29 @@ for preset in $PRESETS; do
     tag="${preset}_${DEVICE}_${DTYPE}"
     echo "$(date -u +%T) e2e $tag (timeout $(step_timeout) s)" >&2
     timeout "$(step_timeout)" cad-outlines bench e2e "$CORPUS" --preset "$preset" --device "$DEVICE" --dtype "$DTYPE" \
-        --limit "$LIMIT" --order size --kernel-trials 3 --kernel-max-n 512 --seed 0 \
+        --limit "$LIMIT" --order size --kernel-trials 3 --kernel-max-n 512 --seed 0 --pld "$PLD" \
         -o "$OUT/e2e_${name}_$tag.json" --plot "$OUT/e2e_${name}_$tag.png" > "$OUT/e2e_${name}_$tag.md" \
         2> "$OUT/e2e_${name}_$tag.log" || status=$?
 done
+# bench serve last (needs vLLM, which a bare machine may lack: then it is skipped, said
+# in the log): N concurrent edits on vLLM, regeneration vs n-gram speculation vs CaD, in
+# one process. --kv-cache-gib 0 lets vLLM size the cache from the GPU's free memory; the
+# scheduler is timed in process, hence VLLM_ENABLE_V1_MULTIPROCESSING=0.
+SERVE_PRESET=${SERVE_PRESET:-qwen2.5-1.5b}
+SERVE_EDITS=${SERVE_EDITS:-16}
+serve_tag="${SERVE_PRESET}_${DEVICE}_${DTYPE}"
+if python3 -c "import vllm" > /dev/null 2>&1; then
+    echo "$(date -u +%T) serve $serve_tag (timeout $(step_timeout) s)" >&2
+    serve_model="$OUT/models/$serve_tag"
+    [[ -d "$serve_model" ]] || python3 -c "import sys; from cad_outlines import models; models.save(sys.argv[1], sys.argv[2], dtype=sys.argv[3])" \
+        "$SERVE_PRESET" "$serve_model" "$DTYPE" > "$OUT/serve_${name}_$serve_tag.log" 2>&1 || status=$?
+    VLLM_ENABLE_V1_MULTIPROCESSING=0 timeout "$(step_timeout)" python3 -m cad_outlines.bench.serve "$serve_model" "$CORPUS" \
+        --edits "$SERVE_EDITS" --max-doc-chars 6000 --dtype "$DTYPE" --kv-cache-gib 0 \
+        --json "$OUT/serve_${name}_$serve_tag.json" --md "$OUT/serve_${name}_$serve_tag.md" \
+        --plot "$OUT/serve_${name}_$serve_tag.png" >> "$OUT/serve_${name}_$serve_tag.log" 2>&1 || status=$?
+    rm -rf "$OUT/models"  # weights are random and rebuilt from the preset: not an output
+else
+    echo "$(date -u +%T) serve skipped: vLLM is not installed (pip install 'cad-outlines[vllm]')" >&2
+fi
 echo "$(date -u +%T) done, status $status" >&2
 exit "$status"

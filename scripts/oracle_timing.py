@@ -12,8 +12,9 @@ import difflib
 import sys
 import time
 
-from cad_outlines.oracle import oracle_program
-from cad_outlines.resolver import resolve, split_lines
+from cad_outlines.language.oracle import oracle_program
+from cad_outlines.language.resolver import resolve
+from cad_outlines.language.syntax import split_lines
 
 CASES = {
     "x*5000 vs itself": ("x\n" * 5000, "x\n" * 5000),

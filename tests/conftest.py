@@ -1,32 +1,64 @@
-"""Shared fixtures: tiny random-weight presets (one per tokenizer family) and corpus samples."""
+"""Shared fixtures: tiny random-weight presets (one per tokenizer family) and test data.
+
+The paths and the corpus sample come from ``testdata.py``; module-level constants of
+test files import them from there, never from this file.
+"""
 
 from __future__ import annotations
 
-import json
+import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
-FIXTURES = Path(__file__).parent / "fixtures"
-FAMILY_PRESETS = ["tiny-qwen", "tiny-deepseek-coder", "tiny-codellama"]
+from testdata import CORPUS_SAMPLE, FAMILY_PRESETS, FIXTURES, TOKENIZERS, corpus_records
+
+# The package ships only the Qwen tokenizer; the other two families' fixture tokenizers are
+# found through this variable (also by the CLI subprocesses the tests start).
+os.environ.setdefault("CAD_OUTLINES_TOKENIZERS", str(TOKENIZERS))
 
 
 @lru_cache(maxsize=None)
-def tiny_model(preset: str):
-    """An Outlines model of a tiny preset, built once per test session (fp32, seed 0)."""
-    from cad_outlines import models
+def _load_tiny(preset: str) -> Any:
+    from cad_outlines.tools import models
 
-    return models.load(preset, tokenizer_root=FIXTURES / "tokenizers")
+    return models.load(preset, tokenizer_root=TOKENIZERS)
 
 
-@lru_cache(maxsize=None)
-def corpus_sample() -> list[dict]:
-    """The shared-corpus sample copied into tests/fixtures (see its README)."""
-    with open(FIXTURES / "corpus_sample.jsonl", encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh]
+@pytest.fixture(scope="session")
+def tiny_model() -> Callable[[str], Any]:
+    """``tiny_model(preset)``: the Outlines model of a tiny preset (fp32, seed 0), built
+    once per test session and shared by every test that asks for it."""
+    return _load_tiny
 
 
 @pytest.fixture(params=FAMILY_PRESETS)
-def family_model(request):
+def family_model(request, tiny_model):
+    """The tiny model of each tokenizer family in turn."""
     return tiny_model(request.param)
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    """tests/fixtures."""
+    return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def tokenizers_dir() -> Path:
+    """tests/fixtures/tokenizers (one folder per family)."""
+    return TOKENIZERS
+
+
+@pytest.fixture(scope="session")
+def corpus_sample_path() -> Path:
+    """tests/fixtures/corpus_sample.jsonl."""
+    return CORPUS_SAMPLE
+
+
+@pytest.fixture(scope="session")
+def corpus_sample() -> list[dict]:
+    """The corpus sample's records (a fresh list; the records are shared, do not modify them)."""
+    return list(corpus_records())

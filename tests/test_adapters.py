@@ -18,18 +18,16 @@ from cad_outlines.adapters import (ADAPTERS, LITERALS, AdapterError, CodeLlamaAd
                                    detect_family, get_adapter, load_tokenizer)
 from cad_outlines.adapters.portability import PORTABILITY_LITERALS
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "tests" / "fixtures" / "tokenizers"
-FAMILIES = ("qwen", "deepseek-coder", "codellama")
+from testdata import FAMILIES, ROOT, TOKENIZERS, corpus_records
+
 CLASSES = {"qwen": QwenAdapter, "deepseek-coder": DeepSeekCoderAdapter, "codellama": CodeLlamaAdapter}
-CORPUS = [json.loads(line) for line in
-          (ROOT / "tests" / "fixtures" / "corpus_sample.jsonl").read_text("utf-8").splitlines()]
+CORPUS = list(corpus_records())
 DOC = "def add(a, b):\n    return a + b\n\n\nprint(add(1, 2))\n"
 
 
 @pytest.fixture(scope="module")
 def toks():
-    return {f: load_tokenizer(FIXTURES / f) for f in FAMILIES}
+    return {f: load_tokenizer(TOKENIZERS / f) for f in FAMILIES}
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +49,7 @@ def test_autodetects_family(toks, adapters, family):
 def test_detection_ignores_the_folder_name(tmp_path):
     # A DeepSeek-Coder tokenizer in a folder named like a Llama one is still DeepSeek-Coder.
     fake = tmp_path / "codellama-7b-instruct"
-    shutil.copytree(FIXTURES / "deepseek-coder", fake)
+    shutil.copytree(TOKENIZERS / "deepseek-coder", fake)
     tok = load_tokenizer(fake)
     assert detect_family(tok) == "deepseek-coder"
     tok.name_or_path = "Qwen/Qwen2.5-7B"
@@ -149,10 +147,9 @@ def test_wordpiece_tokenizer_is_refused_with_an_adapter_error():
         detect_family(tok)
 
 
-def test_adapter_built_for_another_tokenizer_is_refused(toks, adapters):
+def test_adapter_built_for_another_tokenizer_is_refused(toks, adapters, tiny_model):
     """A CodeLlama adapter on a Qwen model would feed CodeLlama ids to Qwen."""
-    from cad_outlines.generator import CaDGenerator
-    from conftest import tiny_model
+    from cad_outlines.decoding.generator import CaDGenerator
 
     model = tiny_model("tiny-qwen")
     with pytest.raises(AdapterError, match=r"codellama adapter was built for .* cannot serve"):
@@ -257,7 +254,7 @@ def _permute_folder(src: Path, dst: Path) -> callable:
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_ids_follow_the_tokenizer_when_its_ids_are_permuted(adapters, family, tmp_path):
-    perm = _permute_folder(FIXTURES / family, tmp_path / family)
+    perm = _permute_folder(TOKENIZERS / family, tmp_path / family)
     moved = get_adapter(load_tokenizer(tmp_path / family))
     orig = adapters[family]
     assert moved.name == family
@@ -453,7 +450,7 @@ def test_special_spellings_in_the_document_stay_text_in_prompt_ids(adapters, fam
 
 
 def test_portability_json(capsys):
-    dirs = [str(FIXTURES / f) for f in FAMILIES]
+    dirs = [str(TOKENIZERS / f) for f in FAMILIES]
     assert cli.main(["portability", "--tokenizer", *dirs, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert list(report) == list(FAMILIES)
@@ -467,8 +464,8 @@ def test_portability_json(capsys):
 
 
 def test_portability_table(capsys):
-    assert cli.main(["portability", "--tokenizer", str(FIXTURES / "deepseek-coder"),
-                     str(FIXTURES / "codellama")]) == 0
+    assert cli.main(["portability", "--tokenizer", str(TOKENIZERS / "deepseek-coder"),
+                     str(TOKENIZERS / "codellama")]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0] == "| literal | deepseek-coder | codellama |"
     assert "| `</gen>` | 4: [<] [/] [gen] [>] | 3: [</] [gen] [>] |" in out

@@ -6,8 +6,6 @@ For a prefix id list ``P`` ending on a token (and character) boundary:
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,11 +13,9 @@ from hypothesis import strategies as st
 
 from cad_outlines.adapters import get_adapter, load_tokenizer
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "tests" / "fixtures" / "tokenizers"
-FAMILIES = ("qwen", "deepseek-coder", "codellama")
-CORPUS = [json.loads(line) for line in
-          (ROOT / "tests" / "fixtures" / "corpus_sample.jsonl").read_text("utf-8").splitlines()]
+from testdata import FAMILIES, TOKENIZERS, corpus_records
+
+CORPUS = list(corpus_records())
 TEXTS = [(f"{c['id']}:{side}", c[side]) for c in CORPUS for side in ("doc", "gold")]
 WINDOWS = (1, 2, 3, 5, 8)
 PREFIXES = ('<program><copy lines="1-3"/>', "<program>", "")
@@ -27,7 +23,7 @@ PREFIXES = ('<program><copy lines="1-3"/>', "<program>", "")
 
 @pytest.fixture(scope="module", params=FAMILIES)
 def adapter(request):
-    return get_adapter(load_tokenizer(FIXTURES / request.param))
+    return get_adapter(load_tokenizer(TOKENIZERS / request.param))
 
 
 def test_corpus_sample_is_real_and_varied():

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cad_outlines.alpha import AlphaTrace, align_mask, feasible_mass, log_feasible_mass
+from cad_outlines.decoding.alpha import AlphaTrace, align_mask, feasible_mass, log_feasible_mass
 
 
 def brute_alpha(logits: torch.Tensor, allowed: list[bool]) -> float:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -11,12 +10,14 @@ from cad_outlines import cli
 from cad_outlines.adapters import get_adapter, load_tokenizer
 from cad_outlines.bench.constraint import (
     ConstraintConfig, format_constraint, forced_ids, run_constraint)
-from cad_outlines.corpus import load_corpus
-from cad_outlines.oracle import oracle_program
-from cad_outlines.program import COPY_TAG_RE, render
+from cad_outlines.tools.corpus import load_corpus
+from cad_outlines.language.oracle import oracle_program
+from cad_outlines.language.program import render
+from cad_outlines.language.syntax import COPY_TAG_RE
 
-FIXTURES = Path(__file__).parent / "fixtures"
-CASES = load_corpus(FIXTURES / "corpus_sample.jsonl")
+from testdata import CORPUS_SAMPLE, TOKENIZERS
+
+CASES = load_corpus(CORPUS_SAMPLE)
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,7 @@ def tiny_report():
 
     out = io.StringIO()
     with redirect_stdout(out):
-        status = cli.main(["bench", "constraint", str(FIXTURES / "corpus_sample.jsonl"), "--tiny", "--json"])
+        status = cli.main(["bench", "constraint", str(CORPUS_SAMPLE), "--tiny", "--json"])
     assert status == 0
     return json.loads(out.getvalue())
 
@@ -60,6 +61,7 @@ def test_tiny_run_measures_both_backends(tiny_report):
     assert env["llguidance"] and env["outlines_core"] and env["date_utc"]
 
 
+@pytest.mark.slow  # the tiny_report fixture runs `bench constraint --tiny` (~30 s)
 def test_table_names_every_row(tiny_report):
     table = format_constraint(tiny_report)
     assert "llguidance (CFG) vs outlines_core (token FSM)" in table
@@ -71,7 +73,7 @@ def test_table_names_every_row(tiny_report):
 def test_forced_ids_end_on_every_copy_tag():
     case = next(c for c in CASES if c.id == ConstraintConfig().case)
     text = render(oracle_program(case.doc, case.gold))
-    adapter = get_adapter(load_tokenizer(FIXTURES / "tokenizers" / "codellama"))
+    adapter = get_adapter(load_tokenizer(TOKENIZERS / "codellama"))
     ids = forced_ids(adapter, text)
     assert adapter.id_bytes(ids) == text.encode("utf-8")
     boundaries, pos = set(), 0
@@ -96,12 +98,13 @@ def test_bad_configurations_are_named():
         ConstraintConfig(tokenizers=("gpt2",))
     with pytest.raises(ValueError, match="sizes must be >= 1"):
         ConstraintConfig(sizes=(0,))
-    with pytest.raises(ValueError, match="34 lines"):
+    # 35 copy units: its 34 text lines and the empty one after the final newline.
+    with pytest.raises(ValueError, match="35 lines"):
         run_constraint(CASES, ConstraintConfig.tiny(sizes=(10,)), progress=False)
     with pytest.raises(ValueError, match="not in the corpus"):
         run_constraint(CASES, ConstraintConfig.tiny(case="nope"), progress=False)
 
 
 def test_cli_rejects_bad_sizes(capsys):
-    assert cli.main(["bench", "constraint", str(FIXTURES / "corpus_sample.jsonl"), "--tiny", "--sizes", "4x"]) == 2
+    assert cli.main(["bench", "constraint", str(CORPUS_SAMPLE), "--tiny", "--sizes", "4x"]) == 2
     assert "--sizes takes comma-separated integers" in capsys.readouterr().err

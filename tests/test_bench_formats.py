@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import pytest
 
@@ -13,15 +12,16 @@ from cad_outlines.bench.formats import (
     SearchReplace, apply_search_replace, apply_unified_diff, case_formats, run_formats,
     search_replace_blocks, unified_diff)
 from cad_outlines.bench.perturb import perturb_ops, run_perturb
-from cad_outlines.ceiling import load_tokenization
-from cad_outlines.corpus import load_corpus
-from cad_outlines.oracle import oracle_program
-from cad_outlines.program import Copy, Gen
-from cad_outlines.resolver import resolve
+from cad_outlines.tools.ceiling import load_tokenization
+from cad_outlines.tools.corpus import load_corpus
+from cad_outlines.language.oracle import oracle_program
+from cad_outlines.language.program import Copy, Gen
+from cad_outlines.language.resolver import resolve
 
-FIXTURES = Path(__file__).parent / "fixtures"
-SAMPLE = FIXTURES / "corpus_sample.jsonl"
-QWEN = FIXTURES / "tokenizers" / "qwen"
+from testdata import CORPUS_SAMPLE, TOKENIZERS
+
+SAMPLE = CORPUS_SAMPLE
+QWEN = TOKENIZERS / "qwen"
 CASES = load_corpus(SAMPLE)
 
 EDITS = [

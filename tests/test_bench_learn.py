@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 
 from cad_outlines.bench.learn import LearnConfig, format_table, make_cases, run
 
@@ -17,6 +18,7 @@ def test_cases_are_seeded_and_held_out_documents_are_new():
         assert case.meta["kind"] in {"identity", "delete", "replace", "insert"}
 
 
+@pytest.mark.slow  # trains two models (`bench learn --tiny`)
 def test_tiny_run_constrained_programs_always_parse_and_resolve():
     cfg = LearnConfig.tiny(models=("cad",), steps=300, batch_size=8, train_cases=100, eval_cases=8)
     report = run(cfg, progress=False)

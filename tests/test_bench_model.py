@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache
-from pathlib import Path
 
 import pytest
 
@@ -12,23 +10,17 @@ from cad_outlines import cli
 from cad_outlines.bench._loop import clocked_generator, counting_generator, regen_baseline, tag_shape
 from cad_outlines.bench.bounds import compute_bounds, load_kernel
 from cad_outlines.bench.e2e import E2EConfig, run_e2e, run_outlines, select_cases
-from cad_outlines.ceiling import case_ceiling, load_tokenization
-from cad_outlines.corpus import load_corpus
-from cad_outlines.generator import CaDGenerator
-from cad_outlines.program import Copy, Gen
+from cad_outlines.tools.ceiling import case_ceiling, load_tokenization
+from cad_outlines.tools.corpus import load_corpus
+from cad_outlines.decoding.generator import CaDGenerator
+from cad_outlines.language.program import Copy, Gen
 
-FIXTURES = Path(__file__).parent / "fixtures"
-SAMPLE = FIXTURES / "corpus_sample.jsonl"
-QWEN = FIXTURES / "tokenizers" / "qwen"
+from testdata import CORPUS_SAMPLE, TOKENIZERS
+
+SAMPLE = CORPUS_SAMPLE
+QWEN = TOKENIZERS / "qwen"
 CASES = load_corpus(SAMPLE)
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-@lru_cache(maxsize=None)
-def tiny_model(preset: str):
-    from cad_outlines import models
-
-    return models.load(preset, tokenizer_root=FIXTURES / "tokenizers")
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +80,7 @@ def test_bench_bounds_matches_hand_computed_bounds(kernel_file, tmp_path, capsys
 
 
 @pytest.mark.slow
-def test_tag_shape_counts_the_real_loop():
+def test_tag_shape_counts_the_real_loop(tiny_model):
     model = tiny_model("tiny-qwen")
     wide, narrow = tag_shape(model, 300, (120, 245)), tag_shape(model, 300, (1, 2))
     # Qwen writes numbers digit by digit: more digits, more decode steps
@@ -101,7 +93,7 @@ def test_tag_shape_counts_the_real_loop():
     assert max(runner.widths[1:]) >= 1 + result.stats.copied_tokens  # one forward carried the span
 
 
-def test_regeneration_baseline_one_forward_per_token():
+def test_regeneration_baseline_one_forward_per_token(tiny_model):
     model = tiny_model("tiny-qwen")
     case = select_cases(CASES, "size", 1)[0]
     gen, clock = clocked_generator(model, case.doc)
@@ -115,7 +107,7 @@ def test_regeneration_baseline_one_forward_per_token():
 
 
 @pytest.mark.slow
-def test_outlines_baseline_is_really_masked_by_outlines():
+def test_outlines_baseline_is_really_masked_by_outlines(tiny_model):
     model = tiny_model("tiny-qwen")
     doc = "a = 1\nb = 2\nc = 3\n"
     program = '<program><copy lines="1-1"/><gen>\nb = 5\n</gen><copy lines="3-4"/></program>'
@@ -138,7 +130,7 @@ def test_select_cases_orders():
 
 
 @pytest.mark.slow
-def test_e2e_pools_six_runs_on_tiny_qwen():
+def test_e2e_pools_six_runs_on_tiny_qwen(tiny_model):
     cfg = E2EConfig("tiny-qwen", limit=2, order="size", threads=1, kernel_max_n=8, kernel_prefix=32)
     report = run_e2e(CASES, cfg, progress=False, model=tiny_model("tiny-qwen"))
     assert not report["failures"] and len(report["cases"]) == 2
@@ -155,6 +147,12 @@ def test_e2e_pools_six_runs_on_tiny_qwen():
         assert runs["cad"]["decoded_tokens"] == runs["cad_nodraft"]["decoded_tokens"]
         assert runs["cad"]["forward_passes"] + runs["cad"]["forwards_saved"] == runs["cad_nodraft"]["forward_passes"]
         assert runs["cad"]["forwards_saved"] > 0
+        # PLD (transformers' default and the tuned setting): the gold, fewer forwards than
+        # regeneration, on the plain prompt (no format statement, no line numbers)
+        for name in ("pld_k10_n2", "pld_k20_n3"):
+            assert runs[name]["exact"] and runs[name]["tokens"] == case["T"]
+            assert runs[name]["forward_passes"] == 1 + case["T"] - runs[name]["draft_accepted"]
+            assert runs[name]["prompt_tokens"] == case["plain_prompt_tokens"] < case["prompt_tokens"]
         assert case["realized"] == pytest.approx(runs["regen"]["gen_seconds"] / runs["cad"]["gen_seconds"])
         assert case["ratio"] == pytest.approx(case["realized"] / case["bounds"]["bnd_exact"])
     pooled = report["pooled"]
@@ -162,7 +160,13 @@ def test_e2e_pools_six_runs_on_tiny_qwen():
     regen = sum(c["runs"]["regen"]["gen_seconds"] for c in report["cases"])
     cad = sum(c["runs"]["cad"]["gen_seconds"] for c in report["cases"])
     assert pooled["realized"] == pytest.approx(regen / cad)
-    assert pooled["exact"]["cad"] == 2
+    assert pooled["exact"]["cad"] == 2 and pooled["exact"]["pld_k20_n3"] == 2
+    # prompt-included: against regeneration with the plain prompt (PLD's prefill)
+    plain_prefill = sum(c["runs"]["pld_k10_n2"]["prefill_seconds"] for c in report["cases"])
+    assert pooled["speedup_prompt_included"]["cad"] == pytest.approx(
+        (regen + plain_prefill) / sum(c["runs"]["cad"]["total_seconds"] for c in report["cases"]))
+    assert pooled["prompt"]["tokens_ratio"] > 1
+    assert pooled["forward_passes"]["pld_k10_n2"] < pooled["forward_passes"]["regen"]
     cpu = pooled["cpu"]
     assert cpu["realized"] == pytest.approx(
         sum(c["runs"]["regen"]["cpu_gen_seconds"] for c in report["cases"])
@@ -187,13 +191,14 @@ def test_e2e_cli(tmp_path, capsys):
                      "--kernel-max-n", "4", "--kernel-prefix", "16", "--plot", str(png), "-o", str(out)])
     assert code == 0
     text = capsys.readouterr().out
-    assert "realized / bnd_exact" in text and "Outlines" in text
+    assert "realized / bnd_exact" in text and "Outlines" in text and "PLD k=20, n=3" in text
+    assert "| generation only | prompt included |" in text
     assert png.read_bytes()[:8] == PNG
     assert json.loads(out.read_text())["pooled"]["n"] == 1
     assert cli.main(["bench", "e2e", str(corpus), "--preset", "no-such-model"]) == 2
 
 
-def test_e2e_budgets_cover_the_gold_and_inexact_runs_fail(monkeypatch):
+def test_e2e_budgets_cover_the_gold_and_inexact_runs_fail(monkeypatch, tiny_model):
     import cad_outlines.bench.e2e as e2e
     from cad_outlines.bench.bounds import FixedCosts, KernelCurve
 
@@ -227,7 +232,16 @@ def test_bench_all_runs_items_1_to_5_with_one_kernel(tmp_path, capsys):
     assert "| **total** |" in text
     files = {p.name for p in out.iterdir()}
     assert {"kernel.json", "kernel.png", "bounds.json", "e2e.json", "e2e.png", "formats.json",
-            "perturb.json", "perturb.png", "suite.json", "summary.md"} <= files
+            "perturb.json", "perturb.png", "suite.json", "summary.md", "e2e.partial.jsonl"} <= files
+    # each case was checkpointed as it finished, and a run cut short can be pooled from it
+    assert len((out / "e2e.partial.jsonl").read_text().splitlines()) == 2
+    full = json.loads((out / "e2e.json").read_text())["pooled"]
+    assert cli.main(["bench", "pool", str(out)]) == 0
+    pooled = json.loads((out / "e2e.json").read_text())
+    assert pooled["partial"] and pooled["pooled"]["n"] == 2
+    assert pooled["pooled"]["speedup"] == pytest.approx(full["speedup"])
+    assert (out / "e2e.md").read_text().startswith("# e2e (pooled from the checkpoint: 2 case(s))")
+    assert cli.main(["bench", "pool", str(tmp_path)]) == 2  # not a bench all folder
     suite = json.loads((out / "suite.json").read_text())
     kernel = json.loads((out / "kernel.json").read_text())
     e2e = json.loads((out / "e2e.json").read_text())

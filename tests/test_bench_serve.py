@@ -1,4 +1,4 @@
-"""bench serve pieces that need no vLLM: the prompt-lookup step count and the CLI."""
+"""bench serve pieces that need no vLLM: the n-gram replay, its pricing and the CLI."""
 
 from __future__ import annotations
 
@@ -6,28 +6,56 @@ import importlib.util
 
 import pytest
 
-from cad_outlines.bench.serve import ngram_steps
+from cad_outlines.bench.serve import ngram_replay, price_replay
 from cad_outlines.cli import main
 
 
+def lookup(k: int = 8, n: int = 2):
+    """A prompt-lookup drafter: the ``k`` tokens after the latest earlier occurrence of the
+    context's last ``n`` tokens (none if they never occurred)."""
+    def propose(context: list[int]) -> list[int]:
+        tail = context[-n:]
+        for start in range(len(context) - n - 1, -1, -1):
+            if context[start:start + n] == tail:
+                return context[start + n:start + n + k]
+        return []
+    return propose
+
+
 def test_unrepeated_text_takes_one_step_per_token():
-    assert ngram_steps([1, 2, 3], [10, 11, 12, 13], k=8, n_min=2, n_max=4) == 4
+    steps = ngram_replay([1, 2, 3], [10, 11, 12, 13], lookup())
+    assert steps == [(0, 1)] * 4
 
 
 def test_text_copied_from_the_prompt_is_drafted_k_tokens_at_a_time():
     prompt = list(range(100, 140))
     gold = prompt[:]  # the edit copies the prompt: after two typed tokens, lookup drafts the rest
-    steps = ngram_steps(prompt, gold, k=8, n_min=2, n_max=4)
+    steps = ngram_replay(prompt, gold, lookup())
     # token 1, token 2 (no n-gram yet), then 8 drafted + 1 per step for the other 38
-    assert steps == 2 + -(-38 // 9)
+    assert len(steps) == 2 + -(-38 // 9)
+    assert steps[2] == (8, 9)
+    assert sum(added for _, added in steps) == len(gold)
 
 
 def test_a_draft_stops_at_the_first_token_that_differs():
     prompt = [1, 2, 3, 4, 5, 6]
     gold = [1, 2, 3, 9, 5, 6]
-    # 1, 2 one by one; after (1, 2) the draft is 3 4 5 6: 3 is kept, 4 is not -> +2 (3 and 9);
+    # 1, 2 one by one; after (1, 2) the draft is 3 4 5 6 1 2: 3 is kept, 4 is not -> +2 (3 and 9);
     # then (3, 9) never occurred: 5, 6 one by one
-    assert ngram_steps(prompt, gold, k=8, n_min=2, n_max=4) == 5
+    assert ngram_replay(prompt, gold, lookup()) == [(0, 1), (0, 1), (6, 2), (0, 1), (0, 1)]
+
+
+def test_the_last_step_adds_no_more_than_the_gold_has_left():
+    steps = ngram_replay([7, 8, 9, 7, 8], [9], lookup())
+    assert steps == [(3, 1)]  # the draft is 9 7 8; only 9 is left to type
+
+
+def test_pricing_runs_edits_side_by_side_until_each_is_done():
+    replays = [[(0, 1), (2, 3)], [(4, 5)]]
+    # step 1: edit 0 verifies 1 token, edit 1 verifies 5 -> 6 tokens; step 2: edit 0 alone, 3 tokens
+    wall, finished = price_replay(replays, lambda tokens: 0.5 + tokens, start=10.0)
+    assert finished == [10.0 + 6.5 + 3.5, 10.0 + 6.5]
+    assert wall == finished[0]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")

@@ -6,20 +6,19 @@ import subprocess
 import sys
 import unicodedata
 from functools import lru_cache
-from pathlib import Path
 
 import pytest
 
 import cad_outlines.adapters
-from cad_outlines import ceiling as ceiling_mod
-from cad_outlines.ceiling import (
-    CaseCeiling, case_ceiling, ceiling, format_table, load_tokenization, oracle_for, summarize)
-from cad_outlines.corpus import Case, load_corpus
-from cad_outlines.program import Copy, CopyTokens
+from cad_outlines.tools import ceiling as ceiling_mod
+from cad_outlines.tools.ceiling import (CaseCeiling, case_ceiling, ceiling, format_table,
+                                        load_tokenization, oracle_for, summarize)
+from cad_outlines.tools.corpus import Case, load_corpus
+from cad_outlines.language.program import Copy, CopyTokens
 
-FIXTURES = Path(__file__).parent / "fixtures"
-TOKENIZERS = FIXTURES / "tokenizers"
-CASES = load_corpus(FIXTURES / "corpus_sample.jsonl")
+from testdata import CORPUS_SAMPLE, TOKENIZERS
+
+CASES = load_corpus(CORPUS_SAMPLE)
 
 
 class CharTokens:
@@ -139,12 +138,16 @@ def test_token_pieces_spell_the_text(name):
 
 
 @pytest.mark.parametrize("name", ["qwen", "deepseek-coder", "codellama"])
-def test_fallback_token_pieces_spell_the_text(name):
+def test_native_token_pieces_spell_the_text(name):
     from transformers import AutoTokenizer
 
-    fallback = ceiling_mod._FallbackTokenization(AutoTokenizer.from_pretrained(TOKENIZERS / name))
-    for text in ["def f(x):\n    return x  # é ⟨\n", " lead", "\U0001f600\n\n", "x"]:
-        assert b"".join(fallback.token_pieces(text)) == text.encode()
+    hf = AutoTokenizer.from_pretrained(TOKENIZERS / name)
+    native = ceiling_mod.NativeTokenization(hf)
+    for text in ["def f(x):\n    return x  # é ⟨\n", " lead", "\U0001f600\n\n", "x", "a<|im_start|>x"]:
+        pieces = native.token_pieces(text)
+        assert b"".join(pieces) == text.encode()
+        # The tokenizer's own ids, special spellings included.
+        assert len(pieces) == len(hf(text, add_special_tokens=False)["input_ids"])
 
 
 def test_unrepresentable_text_is_a_clear_error():
@@ -152,11 +155,11 @@ def test_unrepresentable_text_is_a_clear_error():
 
     decomposed = "e\u0301"  # Qwen's normaliser makes it NFC, so its tokens spell "é"
     assert unicodedata.normalize("NFC", decomposed) != decomposed
-    fallback = ceiling_mod._FallbackTokenization(AutoTokenizer.from_pretrained(TOKENIZERS / "qwen"))
+    native = ceiling_mod.NativeTokenization(AutoTokenizer.from_pretrained(TOKENIZERS / "qwen"))
     with pytest.raises(ValueError, match="spell"):
-        fallback.token_pieces(decomposed)
+        native.token_pieces(decomposed)
     with pytest.raises(ValueError, match="case 'nfd'"):
-        ceiling([Case("nfd", decomposed, decomposed + "!")], fallback, granularity="tokens")
+        ceiling([Case("nfd", decomposed, decomposed + "!")], native, granularity="tokens")
     # The adapter encodes without normalising: the same case round-trips.
     stats = ceiling([Case("nfd", decomposed, decomposed + "!")], tokenization("qwen"),
                     granularity="tokens", min_span=1)
@@ -173,9 +176,9 @@ def test_adapter_is_preferred_when_available(monkeypatch):
     monkeypatch.setattr(cad_outlines.adapters, "get_adapter", fake_get_adapter, raising=False)
     sentinel = object()
     assert isinstance(load_tokenization(sentinel), CharTokens) and calls == [sentinel]
-    # special_as_text=False is what adapters do not offer: the fallback serves it.
-    assert isinstance(load_tokenization(sentinel, special_as_text=False),
-                      ceiling_mod._FallbackTokenization)
+    # special_as_text=False is what adapters do not offer: the tokenizer itself serves it.
+    qwen = load_tokenization(TOKENIZERS / "qwen", special_as_text=False)
+    assert isinstance(qwen, ceiling_mod.NativeTokenization) and len(calls) == 1
 
 
 def test_missing_tokenizer_folder():
@@ -195,8 +198,8 @@ def test_oracle_for_argument_errors():
 
 
 def test_model_free_modules_import_no_torch():
-    code = ("import sys; import cad_outlines.resolver, cad_outlines.oracle, "
-            "cad_outlines.ceiling, cad_outlines.corpus, cad_outlines.files, "
-            "cad_outlines.escape, cad_outlines.program, cad_outlines.drafting; "
+    code = ("import sys; import cad_outlines.language.resolver, cad_outlines.language.oracle, "
+            "cad_outlines.tools.ceiling, cad_outlines.tools.corpus, cad_outlines.files, "
+            "cad_outlines.language.escape, cad_outlines.language.program, cad_outlines.decoding.drafting; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

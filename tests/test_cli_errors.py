@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from cad_outlines import cli
 from cad_outlines.errors import InputError, ModelOutputError
 
-FIXTURES = Path(__file__).parent / "fixtures"
-ROOT = Path(__file__).parents[1]
+from testdata import CORPUS_SAMPLE, ROOT, TOKENIZERS
 
 
 def run(capsys, argv):
@@ -72,9 +70,8 @@ def test_top_p_range(capsys, tmp_path, value):
     assert exit_info.value.code == 2 and "(0, 1]" in capsys.readouterr().err
 
 
-def test_generator_rejects_nan_temperature():
-    from conftest import tiny_model
-    from cad_outlines.generator import CaDGenerator
+def test_generator_rejects_nan_temperature(tiny_model):
+    from cad_outlines.decoding.generator import CaDGenerator
 
     with pytest.raises(ValueError, match="temperature"):
         CaDGenerator(tiny_model("tiny-qwen"), "a\n", temperature=float("nan"))
@@ -106,7 +103,7 @@ def test_tokenizer_folder_without_tokenizer_json(capsys, tmp_path):
 def test_ceiling_on_an_empty_corpus_is_an_error(capsys, tmp_path):
     corpus = tmp_path / "empty.jsonl"
     corpus.write_text("\n", encoding="utf-8")
-    code, out, err = run(capsys, ["ceiling", corpus, "--tokenizer", FIXTURES / "tokenizers" / "qwen"])
+    code, out, err = run(capsys, ["ceiling", corpus, "--tokenizer", TOKENIZERS / "qwen"])
     assert code == 2 and out == "" and "no cases" in err
 
 
@@ -120,7 +117,7 @@ def test_bad_model_directory_says_it_does_not_exist(capsys, tmp_path):
 def test_plot_without_matplotlib_names_the_extra_and_keeps_the_json(capsys, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     out_json = tmp_path / "perturb.json"
-    code, _, err = run(capsys, ["bench", "perturb", FIXTURES / "corpus_sample.jsonl", "--limit", "2",
+    code, _, err = run(capsys, ["bench", "perturb", CORPUS_SAMPLE, "--limit", "2",
                                 "--trials", "1", "--eps", "0,1", "-o", out_json,
                                 "--plot", tmp_path / "p.png"])
     assert code == 2 and "cad-outlines[bench]" in err and "Traceback" not in err
@@ -132,7 +129,7 @@ def test_help_lists_presets_and_defaults(capsys, monkeypatch):
     with pytest.raises(SystemExit):
         cli.main(["demo", "--help"])
     out = capsys.readouterr().out
-    from cad_outlines.presets import PRESETS
+    from cad_outlines.tools.presets import PRESETS
 
     assert all(name in out for name in PRESETS)
     assert "(default: tiny-qwen)" in out and "(default: cpu)" in out

@@ -3,6 +3,7 @@ the program's choice is the test's)."""
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import shutil
@@ -10,15 +11,14 @@ import subprocess
 
 import pytest
 
-from cad_outlines import models
+from cad_outlines.tools import models
 from cad_outlines.cli import main
-from conftest import tiny_model
 
 PATCH = shutil.which("patch")
 
 
 @pytest.fixture(autouse=True)
-def shared_model(monkeypatch):
+def shared_model(monkeypatch, tiny_model):
     # One tiny model per session instead of one build per command (built before the
     # patch: tiny_model itself calls models.load).
     for name in ("tiny-qwen", "tiny-codellama"):
@@ -70,10 +70,10 @@ def test_edit_diff_applies_with_patch_on_several_files(tmp_path, capsys, monkeyp
     done = subprocess.run([PATCH, "-p1", "--batch", "--fuzz=0", "-i", "edit.patch"],
                           cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
-    from cad_outlines.program import parse
-    from cad_outlines.resolver import resolve
+    from cad_outlines.language.program import parse
+    from cad_outlines.language.resolver import resolve
 
-    from cad_outlines.diffs import line_summary
+    from cad_outlines.tools.diffs import line_summary
 
     for name in files:
         expected = resolve(parse(prog.read_text(encoding="utf-8")), before[name].decode())
@@ -119,3 +119,26 @@ def test_near_total_deletion_needs_its_flag(tmp_path, capsys):
 def test_edit_missing_file_is_a_clear_error(tmp_path, capsys):
     assert edit(tmp_path / "nope.py", "--instruction", "x") == 2
     assert "nope.py" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
+def test_edit_on_vllm_without_vllm_says_how_to_install_it(tmp_path, capsys):
+    src = tmp_path / "a.py"
+    src.write_text("x = 1\n", encoding="utf-8")
+    (tmp_path / "model").mkdir()
+    status = main(["edit", str(src), "--instruction", "x", "--engine", "vllm", "--model", str(tmp_path / "model")])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "cad-outlines[vllm]" in err and "Traceback" not in err
+    assert src.read_text(encoding="utf-8") == "x = 1\n"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--engine", "vllm", "--preset", "tiny-qwen"], "needs --model DIR"),
+    (["--preset", "tiny-qwen", "--kv-cache-gib", "1"], "are for --engine vllm"),
+])
+def test_edit_engine_options_are_checked_before_loading(tmp_path, capsys, argv, message):
+    src = tmp_path / "a.py"
+    src.write_text("x = 1\n", encoding="utf-8")
+    assert main(["edit", str(src), "--instruction", "x", *argv]) == 2
+    assert message in capsys.readouterr().err

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from cad_outlines.cli import main
-from cad_outlines.corpus import load_corpus
-from cad_outlines.program import parse
+from cad_outlines.tools.corpus import load_corpus
+from cad_outlines.language.program import parse
 
-FIXTURES = Path(__file__).parent / "fixtures"
-QWEN = str(FIXTURES / "tokenizers" / "qwen")
-SAMPLE = FIXTURES / "corpus_sample.jsonl"
+from testdata import CORPUS_SAMPLE, TOKENIZERS
+
+QWEN = str(TOKENIZERS / "qwen")
+SAMPLE = CORPUS_SAMPLE
 
 DOC = "one\r\ntwo\r\nthree\r\n"
 GOLD = "one\r\n2 </gen> ⟨ é\r\nthree\r\n"

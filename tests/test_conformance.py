@@ -9,20 +9,20 @@ space-separated (an empty line for the empty string).
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from transformers import AutoTokenizer
 
-FIXTURES = Path(__file__).parent / "fixtures" / "tokenizers"
+from testdata import TOKENIZERS
+
 SEP = "\n__ggml_vocab_test__\n"
 CASES = {"qwen": "qwen2", "deepseek-coder": "deepseek-coder", "codellama": "llama-spm"}
 
 
 def read_vectors(name: str) -> list[tuple[str, list[int]]]:
     """The (text, ids) pairs of one vector file pair, parsed exactly."""
-    inp = (FIXTURES / "vectors" / f"{name}.inp").read_bytes().decode("utf-8")
-    out = (FIXTURES / "vectors" / f"{name}.out").read_bytes().decode("utf-8")
+    inp = (TOKENIZERS / "vectors" / f"{name}.inp").read_bytes().decode("utf-8")
+    out = (TOKENIZERS / "vectors" / f"{name}.out").read_bytes().decode("utf-8")
     texts = inp.split(SEP)
     # The file ends with a separator, which leaves one empty trailing element.
     assert texts[-1] == "", "the .inp file must end with the separator line"
@@ -36,7 +36,7 @@ def read_vectors(name: str) -> list[tuple[str, list[int]]]:
 
 @pytest.mark.parametrize("family", sorted(CASES))
 def test_fixture_tokenizer_matches_llama_cpp_vectors(family):
-    tok = AutoTokenizer.from_pretrained(str(FIXTURES / family))
+    tok = AutoTokenizer.from_pretrained(str(TOKENIZERS / family))
     vectors = read_vectors(CASES[family])
     assert len(vectors) >= 40
     failures = [(text, ids, tok.encode(text, add_special_tokens=False))

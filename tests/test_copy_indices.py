@@ -14,16 +14,16 @@ from hypothesis import strategies as st
 
 import pytest
 
-from cad_outlines import program
-from cad_outlines.constraint import CopyIndices, ProgramConstraint, compile_grammar
-from cad_outlines.generator import CaDGenerator, ForcedProgramError
-from cad_outlines.resolver import resolve
-from conftest import FAMILY_PRESETS, tiny_model
+from cad_outlines.language import program, syntax
+from cad_outlines.decoding.constraint import CopyIndices, ProgramConstraint
+from cad_outlines.decoding.generator import CaDGenerator, ForcedProgramError
+from cad_outlines.language.resolver import resolve
+from testdata import FAMILY_PRESETS
 
 
 def _start(compiled, indices, adapter, granularity):
     constraint = ProgramConstraint(compiled, indices)
-    constraint.advance(adapter.encode(program.PROGRAM_OPEN + program.COPY_OPEN[granularity]))
+    constraint.advance(adapter.encode(syntax.PROGRAM_OPEN + syntax.COPY_OPEN[granularity]))
     return constraint
 
 
@@ -80,7 +80,7 @@ def _assert_valid(pairs, indices):
 
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
 @pytest.mark.parametrize("n", [1, 2, 9, 10, 12, 21])
-def test_line_copies_exhaustive(preset, n):
+def test_line_copies_exhaustive(preset, n, tiny_model):
     """All and only the pairs 1 <= i <= j <= n are reachable, on every tokenization path."""
     model = tiny_model(preset)
     gen = CaDGenerator(model, "\n".join(f"l{k}" for k in range(n)), draft_tags=False)
@@ -91,9 +91,9 @@ def test_line_copies_exhaustive(preset, n):
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(preset=st.sampled_from(FAMILY_PRESETS), n=st.integers(10, 100_000), data=st.data())
-def test_line_copies_random_walks(preset, n, data):
+def test_line_copies_random_walks(tiny_model, preset, n, data):
     """Large documents: a random walk through the allowed tokens always ends in a valid copy."""
-    gen = _cached_generator(preset, n)
+    gen = _cached_generator(tiny_model, preset, n)
     indices = CopyIndices.for_lines(n)
     constraint = _start(gen.compiled, indices, gen.adapter, "lines")
     for _ in range(40):
@@ -108,7 +108,7 @@ def test_line_copies_random_walks(preset, n, data):
 _GENERATORS: dict = {}
 
 
-def _cached_generator(preset, n):
+def _cached_generator(tiny_model, preset, n):
     key = (preset, n)
     if key not in _GENERATORS:
         # The constraint alone is exercised: a document of n empty lines compiles the
@@ -120,7 +120,7 @@ def _cached_generator(preset, n):
 
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
 @pytest.mark.parametrize("bad", ["2-1", "12-11", "10-9", "9-2", "3-13", "0-1"])
-def test_reversed_or_out_of_range_forced_copy_is_refused(preset, bad):
+def test_reversed_or_out_of_range_forced_copy_is_refused(preset, bad, tiny_model):
     """The reproducer of issue 10: a reversed copy on a 12-line document."""
     gen = CaDGenerator(tiny_model(preset), "\n".join(f"l{k}" for k in range(12)))
     with pytest.raises(ForcedProgramError):
@@ -132,7 +132,7 @@ NON_ASCII = "héllo 😀 中文\n"
 
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
 @pytest.mark.parametrize("document", [NON_ASCII, "naïve café — “quotes” ✓\n中文字符测试 🎉🎉\nend"])
-def test_token_copies_never_split_a_character(preset, document):
+def test_token_copies_never_split_a_character(preset, document, tiny_model):
     """Token granularity: every reachable copy starts and ends on a character boundary,
     and every such copy is reachable."""
     gen = CaDGenerator(tiny_model(preset), document, granularity="tokens", draft_tags=False)
@@ -155,7 +155,7 @@ def test_token_copies_never_split_a_character(preset, document):
 
 
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
-def test_token_copy_inside_a_character_is_refused(preset):
+def test_token_copy_inside_a_character_is_refused(preset, tiny_model):
     gen = CaDGenerator(tiny_model(preset), NON_ASCII, granularity="tokens")
     pieces = gen.adapter.token_pieces(NON_ASCII)
     splits = [k for k in range(len(pieces) - 1) if pieces[k + 1][0] & 0xC0 == 0x80]

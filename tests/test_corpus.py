@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from cad_outlines import files
-from cad_outlines.corpus import Case, CorpusError, load_corpus
+from cad_outlines.tools.corpus import Case, CorpusError, load_corpus
 from cad_outlines.files import FileDecodeError, atomic_write, read_text
 
-SAMPLE = Path(__file__).parent / "fixtures" / "corpus_sample.jsonl"
+from testdata import CORPUS_SAMPLE
 
 
 def write_lines(path: Path, lines: list[str]) -> Path:
@@ -21,9 +21,9 @@ def write_lines(path: Path, lines: list[str]) -> Path:
 
 
 def test_load_sample():
-    cases = load_corpus(SAMPLE)
+    cases = load_corpus(CORPUS_SAMPLE)
     assert len(cases) == 60 and all(isinstance(c, Case) for c in cases)
-    first = json.loads(SAMPLE.read_text(encoding="utf-8").split("\n")[0])
+    first = json.loads(CORPUS_SAMPLE.read_text(encoding="utf-8").split("\n")[0])
     assert cases[0].id == first["id"] and cases[0].doc == first["doc"]
     assert cases[0].gold == first["gold"] and cases[0].meta["commit"] == first["commit"]
 

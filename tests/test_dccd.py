@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 from typing import Literal
 
 import jsonschema
@@ -23,10 +22,12 @@ from pydantic import BaseModel, Field
 import outlines
 from outlines.types import CFG, JsonSchema, Regex
 
-from cad_outlines.alpha import AlphaTrace
-from cad_outlines.dccd import Candidate, DraftConditionedGenerator, select
+from cad_outlines.decoding.alpha import AlphaTrace
+from cad_outlines.decoding.dccd import Candidate, DraftConditionedGenerator, select
 
-QWEN = Path(__file__).parent / "fixtures" / "tokenizers" / "qwen"
+from testdata import TOKENIZERS
+
+QWEN = TOKENIZERS / "qwen"
 
 CODE_RE = r"(cat|dog)-[0-9]{2}"
 SCHEMA = {

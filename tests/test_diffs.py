@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cad_outlines.diffs import NO_NEWLINE, line_summary, unified_diff
+from cad_outlines.tools.diffs import NO_NEWLINE, line_summary, unified_diff
+
+from testdata import ROOT
 
 PATCH, GIT = shutil.which("patch"), shutil.which("git")
 
@@ -80,10 +82,9 @@ def test_line_summary():
 
 
 def test_one_diff_writer_in_the_package():
-    from pathlib import Path
 
-    root = Path(__file__).parents[1]
+    root = ROOT
     users = sorted(str(p.relative_to(root)) for folder in ("cad_outlines", "adapters")
                    for p in (root / folder).rglob("*.py")
                    if "difflib.unified_diff(" in p.read_text(encoding="utf-8"))
-    assert users == ["cad_outlines/diffs.py"]
+    assert users == ["cad_outlines/tools/diffs.py"]

@@ -1,9 +1,10 @@
 """The offline example in docs/generator.md runs as written."""
 
 import re
-from pathlib import Path
 
-DOC = Path(__file__).parents[1] / "docs" / "generator.md"
+from testdata import ROOT
+
+DOC = ROOT / "docs" / "generator.md"
 
 
 def test_offline_example_runs(capsys):

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
-from cad_outlines import generator as generator_module
-from cad_outlines import program
-from cad_outlines.drafting import Drafter
-from cad_outlines.generator import CaDGenerator, _Draft
-from cad_outlines.oracle import oracle_program, oracle_tokens
-from cad_outlines.program import Copy, CopyTokens, Gen
-from cad_outlines.resolver import resolve
-from cad_outlines.runner import TransformersRunner
+from cad_outlines.decoding import generator as generator_module
+from cad_outlines.language import escape, program
+from cad_outlines.decoding.drafting import Drafter, similarity
+from cad_outlines.decoding.generator import CaDGenerator, _Draft
+from cad_outlines.language.oracle import oracle_program, oracle_tokens
+from cad_outlines.language.program import Copy, CopyTokens, Gen
+from cad_outlines.language.resolver import resolve
+from cad_outlines.decoding.runner import TransformersRunner
 
-from conftest import FAMILY_PRESETS, tiny_model
+from testdata import FAMILY_PRESETS, TOKENIZERS
 from test_generator import _DOCS, _cases, _structure_bias
 
 
@@ -37,7 +39,7 @@ def _run(model, doc, ops=None, **options):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
-def test_forced_oracle_same_output_fewer_forwards(preset):
+def test_forced_oracle_same_output_fewer_forwards(preset, tiny_model):
     model = tiny_model(preset)
     for case in _cases(1):
         ops = oracle_program(case["doc"], case["gold"])
@@ -57,7 +59,7 @@ def test_forced_oracle_same_output_fewer_forwards(preset):
 
 
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
-def test_logits_and_cache_after_rejected_drafts_match(preset, monkeypatch):
+def test_logits_and_cache_after_rejected_drafts_match(preset, monkeypatch, tiny_model):
     """Every step's logits, rejected drafts included, equal those of a run without drafts."""
     model = tiny_model(preset)
     case = _cases(1)[0]
@@ -88,7 +90,7 @@ def test_logits_and_cache_after_rejected_drafts_match(preset, monkeypatch):
 
 
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
-def test_token_granularity_and_switches(preset):
+def test_token_granularity_and_switches(preset, tiny_model):
     model = tiny_model(preset)
     case = _cases(1)[1]
     adapter = CaDGenerator(model, case["doc"], granularity="tokens").adapter
@@ -113,23 +115,26 @@ def test_token_granularity_and_switches(preset):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
-def test_greedy_and_sampled_programs_do_not_depend_on_drafts(preset):
+def test_greedy_and_sampled_programs_do_not_depend_on_drafts(preset, tiny_model):
     """Greedy: the same program. Sampling: a drafted token is kept iff the draw equals it,
     so with the same seed the same program, and every program is valid."""
     model = tiny_model(preset)
-    gens = {(doc, draft): CaDGenerator(model, doc, max_new_tokens=48, draft_tags=draft)
-            for doc in _DOCS for draft in (False, True)}
+    # drafts off, tag drafts only, tag drafts and gen-body lookup (the default)
+    settings = {False: dict(draft_tags=False), "tags": dict(draft_lookup=False), True: {}}
+    gens = {(doc, draft): CaDGenerator(model, doc, max_new_tokens=48, **settings[draft])
+            for doc in _DOCS for draft in settings}
     handle = _structure_bias(model, next(iter(gens.values())).adapter)
     accepted = complete = 0
     try:
         for i in range(3 * len(_DOCS)):
             doc = _DOCS[i % len(_DOCS)]
             results = {}
-            for draft in (False, True):
+            for draft in settings:
                 gen = gens[(doc, draft)]
                 gen.temperature, gen.seed = (0.0, 0) if i < len(_DOCS) else (1.0, i)
                 results[draft] = gen.run("rewrite it")
             plain, drafted = results[False], results[True]
+            assert results["tags"].program == plain.program, (gen.temperature, doc)
             assert drafted.program == plain.program, (gen.temperature, doc)
             assert drafted.ops == plain.ops and drafted.complete == plain.complete
             assert drafted.stats.decoded_tokens == plain.stats.decoded_tokens
@@ -209,8 +214,90 @@ def test_drafter_predictions():
         Drafter(lines, "words")
 
 
-def test_an_observed_runner_sees_every_forward_and_changes_nothing():
-    from cad_outlines.runner import ObservedRunner
+def test_a_repetitive_gen_body_costs_one_bounded_search(monkeypatch):
+    # Regression: each prefix of </gen> re-ran a difflib search over up to 32 runs, and one
+    # difflib ratio of two repetitive 1,000-character texts takes seconds (a 200-line body
+    # of "ba ba ..." against "ab ab ..." lines stalled one step for minutes). Now the
+    # search runs once per body, with one LCS similarity per candidate run.
+    import cad_outlines.decoding.drafting as drafting
+
+    calls = []
+
+    def counted(a, b):
+        calls.append((len(a), len(b)))
+        return similarity(a, b)
+
+    monkeypatch.setattr(drafting, "similarity", counted)
+    d = Drafter(["ab " * 130] * 300, "lines")
+    body = "\n" + ("ba " * 130 + "\n") * 200
+    drafts = [d.predict("<gen>" + body + p, [Copy(1, 3)]) for p in ("</", "</g", "</ge", "</gen")]
+    assert drafts[0].startswith("gen><copy lines=") and drafts[-1].startswith("><copy lines=")
+    assert 0 < len(calls) <= drafting.MAX_REPLACED
+    assert max(max(c) for c in calls) <= drafting.MAX_COMPARED
+    # a different body is a new search
+    d.predict("<gen>\nx\n</", [Copy(1, 3)])
+    assert len(calls) > 1 and len(calls) <= drafting.MAX_REPLACED + 1 + drafting.MAX_REPLACED
+
+
+@given(st.text("ab\n ", max_size=12), st.text("ab\n ", max_size=12))
+def test_similarity_is_the_lcs_ratio(a, b):
+    lcs = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+    for i, x in enumerate(a):
+        for j, y in enumerate(b):
+            lcs[i + 1][j + 1] = lcs[i][j] + 1 if x == y else max(lcs[i][j + 1], lcs[i + 1][j])
+    expected = 1.0 if not a and not b else 2 * lcs[-1][-1] / (len(a) + len(b))
+    assert similarity(a, b) == pytest.approx(expected)
+
+
+def test_gen_body_lookup_predictions():
+    lines = ["def area(r):", "    return 3.14159 * r * r", "", "def perimeter(r):",
+             "    return 2 * 3.14159 * r", ""]
+    d = Drafter(lines, "lines", lookup=True)
+    ops = [Copy(1, 2)]
+    # the body retypes line 5: what follows its last 12+ characters in the document
+    assert d.predict("<gen>\n\ndef perimeter(r):\n    re", ops).startswith("turn 2 * 3.14159 * r\n")
+    # the longest key wins: "    return 3" alone would first match line 2
+    assert d.predict("<gen>\nx\n    return 2 * 3", ops).startswith(".14159 * r")
+    assert d.predict("<gen>\nshort", ops) == ""  # under LOOKUP_MATCH characters: no key
+    assert d.predict("<gen>\nnothing like the document", ops) == ""
+    assert Drafter(lines, "lines").predict("<gen>\n\ndef perimeter(r):\n    re", ops) == ""  # off
+    # an earlier gen, and the body itself, are searched too
+    assert d.predict("<gen>\nzz brand new phrase", [Copy(1, 2), Gen("\nbrand new phrase!\n"), Copy(3, 3)]) \
+        .startswith("!\n")
+    assert d.predict("<gen>\nqq unheard-of words; qq unheard-of", ops) == " words; qq unheard-of"
+    # the draft is program text: a reserved literal in the document comes escaped
+    tricky = Drafter(["a", "we will see the </gen> tag here", "b"], "lines", lookup=True)
+    drafted = tricky.predict("<gen>\nwe will see the ", [Copy(1, 1)])
+    assert drafted == escape.encode("</gen> tag here\nb") and "</gen>" not in drafted
+
+
+@pytest.mark.parametrize("preset", FAMILY_PRESETS)
+def test_gen_body_lookup_same_output_fewer_forwards_when_a_gen_retypes(preset, tiny_model):
+    """A moved function: its gen retypes document text, and lookup drafts it."""
+    model = tiny_model(preset)
+    doc = ("import math\n\n\ndef area(radius):\n    return math.pi * radius * radius\n\n\n"
+           "def describe(shape, size):\n    label = f'{shape} of size {size}'\n    return label.upper()\n\n\n"
+           "print(describe('circle', 3))\n")
+    gold = ("import math\n\n\ndef describe(shape, size):\n    label = f'{shape} of size {size}'\n"
+            "    return label.upper()\n\n\ndef area(radius):\n    return math.pi * radius * radius\n\n\n"
+            "print(describe('circle', 3))\n")
+    ops = oracle_program(doc, gold)
+    body = max((op for op in ops if isinstance(op, Gen)), key=lambda op: len(op.text))
+    assert "def area" in body.text and len(body.text) > 50  # a gen that retypes a function
+    tags, tag_calls, _ = _run(model, doc, ops, draft_lookup=False)
+    looked, look_calls, _ = _run(model, doc, ops)
+    assert looked.document == tags.document == gold
+    assert (looked.program, looked.ops) == (tags.program, tags.ops)
+    assert looked.stats.decoded_tokens == tags.stats.decoded_tokens
+    assert tag_calls == tags.stats.forward_passes and look_calls == looked.stats.forward_passes
+    # the retyped body costs far fewer forwards: at least a third of its tokens are drafted
+    body = len(CaDGenerator(model, doc).adapter.encode(body.text))
+    assert looked.stats.draft_accepted - tags.stats.draft_accepted >= body // 3
+    assert looked.stats.forward_passes <= tags.stats.forward_passes - body // 3
+
+
+def test_an_observed_runner_sees_every_forward_and_changes_nothing(tiny_model):
+    from cad_outlines.decoding.runner import ObservedRunner
 
     model = tiny_model("tiny-qwen")
     case = _cases(1)[0]
@@ -233,9 +320,8 @@ def _window_model(kind):
     from transformers import (AutoTokenizer, MistralConfig, MistralForCausalLM, Qwen2Config,
                               Qwen2ForCausalLM)
 
-    from conftest import FIXTURES
 
-    tok = AutoTokenizer.from_pretrained(str(FIXTURES / "tokenizers" / "qwen"))
+    tok = AutoTokenizer.from_pretrained(str(TOKENIZERS / "qwen"))
     shape = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                  num_key_value_heads=1, vocab_size=len(tok), sliding_window=16)
     if kind == "qwen2":

@@ -12,9 +12,12 @@ import re
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cad_outlines._body_regex import body_regex
-from cad_outlines.escape import ESCAPE_CHAR, RESERVED_LITERALS, decode, encode, needs_escape
-from cad_outlines.program import Copy, CopyTokens, Gen, parse, render
+from cad_outlines.language._body_regex import body_regex
+from cad_outlines.language.escape import decode, encode, needs_escape
+from cad_outlines.language.program import Copy, CopyTokens, Gen, parse, render
+from cad_outlines.language.syntax import ESCAPE_CHAR, RESERVED_LITERALS
+
+from testdata import FIXTURES
 
 E = ESCAPE_CHAR
 PREFIXES = sorted({lit[:k] for lit in RESERVED_LITERALS for k in range(1, len(lit))})
@@ -143,9 +146,8 @@ def test_escape_characters_outside_literals_are_kept_as_they_are():
     # line back, not "<" in its place. The developer corpora hold no U+27E8 at all, so the
     # fixture lines are written in the styles that use it (Lean 4 anonymous constructors,
     # Dirac notation, strings).
-    from pathlib import Path
 
-    lines = (Path(__file__).parent / "fixtures" / "escape_lines.txt").read_text(encoding="utf-8").splitlines()
+    lines = (FIXTURES / "escape_lines.txt").read_text(encoding="utf-8").splitlines()
     assert len(lines) >= 8 and all(E in line for line in lines)
     for line in lines:
         assert encode(line) == line and not needs_escape(line)
@@ -155,12 +157,11 @@ def test_escape_characters_outside_literals_are_kept_as_they_are():
 
 
 def test_oracle_program_writes_escape_characters_verbatim():
-    from pathlib import Path
 
-    from cad_outlines.oracle import oracle_program
-    from cad_outlines.resolver import resolve
+    from cad_outlines.language.oracle import oracle_program
+    from cad_outlines.language.resolver import resolve
 
-    lines = (Path(__file__).parent / "fixtures" / "escape_lines.txt").read_text(encoding="utf-8").splitlines()
+    lines = (FIXTURES / "escape_lines.txt").read_text(encoding="utf-8").splitlines()
     doc = "\n".join(lines[::2]) + "\n"
     gold = "\n".join(lines) + "\n"
     ops = oracle_program(doc, gold)

@@ -7,14 +7,13 @@ import signal
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from cad_outlines import files
 from cad_outlines.files import atomic_write, read_text
 
-ROOT = Path(__file__).parents[1]
+from testdata import ROOT
 
 
 def test_symlink_is_written_through(tmp_path):

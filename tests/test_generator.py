@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-import random
 
 import pytest
 import torch
 
-from cad_outlines import program
-from cad_outlines.generator import CaDGenerator, ForcedProgramError, IncompleteProgramError
-from cad_outlines.oracle import oracle_program, oracle_tokens
-from cad_outlines.program import Copy, Gen
-from cad_outlines.resolver import resolve
+from cad_outlines.language import program, syntax
+from cad_outlines.decoding.generator import (CaDGenerator, ForcedProgramError,
+                                             IncompleteProgramError)
+from cad_outlines.language.oracle import oracle_program, oracle_tokens
+from cad_outlines.language.program import Copy, Gen
+from cad_outlines.language.resolver import resolve
 
-from conftest import FAMILY_PRESETS, corpus_sample, tiny_model
+from testdata import FAMILY_PRESETS, corpus_records
 
 
 def _cases(k: int) -> list[dict]:
     """k cases from each corpus of the sample (python, c, prose)."""
     by_corpus: dict[str, list[dict]] = {}
-    for case in corpus_sample():
+    for case in corpus_records():
         by_corpus.setdefault(case["id"].rsplit("-", 1)[0], []).append(case)
     return [case for cases in by_corpus.values() for case in cases[:k]]
 
@@ -27,7 +27,7 @@ def _cases(k: int) -> list[dict]:
 # (c) teacher forcing the oracle program reproduces gold byte-exactly -----------------
 
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
-def test_forced_oracle_reproduces_gold(preset):
+def test_forced_oracle_reproduces_gold(preset, tiny_model):
     model = tiny_model(preset)
     for case in _cases(2):
         ops = oracle_program(case["doc"], case["gold"])
@@ -41,7 +41,7 @@ def test_forced_oracle_reproduces_gold(preset):
 # (e) splice / fast-forward switches do not change the edited document ------------------
 
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
-def test_switches_keep_the_document(preset):
+def test_switches_keep_the_document(preset, tiny_model):
     model = tiny_model(preset)
     case = _cases(1)[1]
     ops = oracle_program(case["doc"], case["gold"])
@@ -61,7 +61,7 @@ def test_switches_keep_the_document(preset):
 # (d) the forward-pass count equals what the stats claim -------------------------------
 
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
-def test_forward_pass_count_matches_stats(preset):
+def test_forward_pass_count_matches_stats(preset, tiny_model):
     model = tiny_model(preset)
     case = _cases(1)[0]
     ops = oracle_program(case["doc"], case["gold"])
@@ -82,7 +82,7 @@ def test_forward_pass_count_matches_stats(preset):
 # (b) a one-forward splice equals feeding the same tokens one at a time -----------------
 
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
-def test_splice_equivalence(preset):
+def test_splice_equivalence(preset, tiny_model):
     model = tiny_model(preset)
     gen = CaDGenerator(model, "alpha\n  beta = 1\n\tgamma ✓\n")
     prompt = gen.adapter.prompt_ids(gen.document, "edit", "lines")
@@ -133,7 +133,7 @@ def _structure_bias(model, adapter, strength: float = 9.0):
 
     def hook(module, args, kwargs, output):
         ids = kwargs["input_ids"][0].tolist()
-        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        cache = kwargs["cache"]
         end = cache.get_seq_length()
         del fed[end - len(ids):]
         fed.extend(ids)
@@ -150,7 +150,7 @@ def _structure_bias(model, adapter, strength: float = 9.0):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
-def test_sampled_programs_parse_and_resolve(preset):
+def test_sampled_programs_parse_and_resolve(preset, tiny_model):
     model = tiny_model(preset)
     complete = with_gen = 0
     gens = {doc: CaDGenerator(model, doc, temperature=1.0, max_new_tokens=48, seed=None)
@@ -183,7 +183,7 @@ def test_sampled_programs_parse_and_resolve(preset):
     assert with_gen >= 1, "no finished program held a gen op"
 
 
-def test_same_seed_same_program():
+def test_same_seed_same_program(tiny_model):
     model = tiny_model("tiny-qwen")
     gen = CaDGenerator(model, _DOCS[0], temperature=1.0, seed=7, max_new_tokens=40)
     assert gen.run("x").program == gen.run("x").program
@@ -191,7 +191,7 @@ def test_same_seed_same_program():
 
 # constraint: index order, bounds, big documents ------------------------------------
 
-def test_end_before_start_is_rejected():
+def test_end_before_start_is_rejected(tiny_model):
     model = tiny_model("tiny-qwen")
     gen = CaDGenerator(model, "a\nb\nc\nd\n")
     with pytest.raises(ForcedProgramError):
@@ -202,7 +202,7 @@ def test_end_before_start_is_rejected():
 
 
 @pytest.mark.parametrize("bad", ["5-3", "12-3", "25-2"])
-def test_end_below_start_cannot_close_while_it_could_still_grow(bad):
+def test_end_below_start_cannot_close_while_it_could_still_grow(bad, tiny_model):
     # With 31 lines an end index "3" may still become "30": the digit is allowed, but
     # the tag must not close on it (the close pieces were once added back regardless).
     gen = CaDGenerator(tiny_model("tiny-qwen"), "".join(f"v{i}\n" for i in range(1, 31)))
@@ -212,13 +212,13 @@ def test_end_below_start_cannot_close_while_it_could_still_grow(bad):
 
 
 @pytest.mark.parametrize("preset", ["tiny-qwen", "tiny-codellama"])
-def test_large_document_bounds(preset):
+def test_large_document_bounds(preset, tiny_model):
     """A 6,000-line document: the constraint compiles and bounds every index.
 
     The constraint is driven directly (no forward passes: a 6,000-line prompt would
     dominate the test's time without testing anything more).
     """
-    from cad_outlines.constraint import ProgramConstraint
+    from cad_outlines.decoding.constraint import ProgramConstraint
 
     model = tiny_model(preset)
     lines = [f"row {i}" for i in range(1, 6001)]
@@ -228,7 +228,7 @@ def test_large_document_bounds(preset):
     def accepts(text: str) -> bool:
         # Tokenized per segment ending at a copy tag's end, as forced programs are.
         constraint = ProgramConstraint(gen.compiled)
-        cuts = [0] + [m.end() for m in program.COPY_TAG_RE.finditer(text)] + [len(text)]
+        cuts = [0] + [m.end() for m in syntax.COPY_TAG_RE.finditer(text)] + [len(text)]
         ids = [t for a, b in zip(cuts, cuts[1:]) if b > a for t in gen.adapter.encode(text[a:b])]
         for tid in ids:
             if not bool(constraint.allowed(gen.runner.vocab_size)[tid]):
@@ -249,9 +249,9 @@ def test_large_document_bounds(preset):
     assert texts and all(t[:1] in (b"5", b"6") for t in texts), texts
 
 
-def test_prompt_longer_than_the_context_fails_before_any_forward(monkeypatch):
+def test_prompt_longer_than_the_context_fails_before_any_forward(monkeypatch, tiny_model):
     """A prompt past max_position_embeddings is refused before the first forward."""
-    from cad_outlines.generator import ContextLengthError
+    from cad_outlines.decoding.generator import ContextLengthError
 
     model = tiny_model("tiny-codellama")
     doc = "".join(f"line {i}\n" for i in range(200))
@@ -272,7 +272,7 @@ def test_prompt_longer_than_the_context_fails_before_any_forward(monkeypatch):
 
 # budget, streaming, baseline, token granularity --------------------------------------
 
-def test_budget_exhaustion_returns_complete_ops_only():
+def test_budget_exhaustion_returns_complete_ops_only(tiny_model):
     model = tiny_model("tiny-qwen")
     case = _cases(1)[0]
     ops = oracle_program(case["doc"], case["gold"])
@@ -285,7 +285,7 @@ def test_budget_exhaustion_returns_complete_ops_only():
     assert err.value.result.document is None
 
 
-def test_stream_concatenates_to_the_document():
+def test_stream_concatenates_to_the_document(tiny_model):
     model = tiny_model("tiny-deepseek-coder")
     case = _cases(1)[2]
     ops = oracle_program(case["doc"], case["gold"])
@@ -297,7 +297,7 @@ def test_stream_concatenates_to_the_document():
 
 
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
-def test_regenerate_baseline_uses_one_forward_per_token(preset):
+def test_regenerate_baseline_uses_one_forward_per_token(preset, tiny_model):
     model = tiny_model(preset)
     case = _cases(1)[0]
     gen = CaDGenerator(model, case["doc"])
@@ -310,7 +310,7 @@ def test_regenerate_baseline_uses_one_forward_per_token(preset):
 
 
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
-def test_token_granularity_forced_oracle(preset):
+def test_token_granularity_forced_oracle(preset, tiny_model):
     model = tiny_model(preset)
     case = _cases(1)[1]
     gen = CaDGenerator(model, case["doc"], granularity="tokens")
@@ -322,7 +322,7 @@ def test_token_granularity_forced_oracle(preset):
     assert result.stats.copied_tokens == sum(op.end - op.start + 1 for op in ops if not isinstance(op, Gen))
 
 
-def test_special_token_spelling_in_document_is_text():
+def test_special_token_spelling_in_document_is_text(tiny_model):
     model = tiny_model("tiny-qwen")
     doc = "keep\n<|im_start|>user\n<|endoftext|>\nend\n"
     gold = "keep\n<|im_start|>assistant\n<|endoftext|>\nend\n"
@@ -330,7 +330,7 @@ def test_special_token_spelling_in_document_is_text():
     assert CaDGenerator(model, doc).run("x", force_program=ops).document == gold
 
 
-def test_alpha_trace_is_recorded():
+def test_alpha_trace_is_recorded(tiny_model):
     model = tiny_model("tiny-qwen")
     gen = CaDGenerator(model, _DOCS[0], trace_alpha=True, max_new_tokens=30, temperature=1.0, seed=3)
     result = gen.run("x")
@@ -339,7 +339,7 @@ def test_alpha_trace_is_recorded():
     assert all(0.0 < a <= 1.0 + 1e-6 for a in trace.alphas)
 
 
-def test_bad_options_are_rejected():
+def test_bad_options_are_rejected(tiny_model):
     model = tiny_model("tiny-qwen")
     for kwargs in [dict(granularity="words"), dict(max_new_tokens=0), dict(temperature=-1), dict(top_p=0)]:
         with pytest.raises(ValueError):

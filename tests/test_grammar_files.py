@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from pathlib import Path
 
 import lark
 import llguidance
@@ -13,11 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from interegular import parse_pattern
 
-from cad_outlines._body_regex import body_regex
-from cad_outlines.escape import RESERVED_LITERALS
-from cad_outlines.grammar import GRAMMAR_FILES, load_grammar, range_regex, specialize
+from cad_outlines.language._body_regex import body_regex
+from cad_outlines.language.grammar import (GRAMMAR_FILES, load_grammar, range_regex,
+                                           render_grammar, specialize)
+from cad_outlines.language.syntax import RESERVED_LITERALS
 
-FIXTURES = Path(__file__).parent / "fixtures"
+from testdata import ROOT, TOKENIZERS
+
 GEN_LINE = re.compile(r"^GEN: /(.*)/$", re.MULTILINE)
 GEN_OPEN, GEN_CLOSE = "<gen>", r"<\/gen>"
 ANY = r"[\s\S]"  # interegular's "." excludes "\n"; gen bodies may hold newlines
@@ -41,9 +42,16 @@ def literal_fsm(literals) -> "object":
 
 
 def test_grammar_files_are_the_packaged_ones():
-    root = Path(__file__).parents[1] / "grammars"
+    root = ROOT / "grammars"
     for granularity, name in GRAMMAR_FILES.items():
         assert load_grammar(granularity) == (root / name).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("granularity", GRANULARITIES)
+def test_grammar_files_are_rendered_from_the_syntax(granularity):
+    assert load_grammar(granularity) == render_grammar(granularity), (
+        "grammars/*.lark differ from cad_outlines.language.syntax: run "
+        "python -c 'from cad_outlines.language.grammar import write_grammars; write_grammars(\"grammars\")'")
 
 
 @pytest.mark.parametrize("granularity", GRANULARITIES)
@@ -137,7 +145,7 @@ def test_llguidance_enforces_bounds_and_escapes_token_by_token():
     from llguidance.hf import from_tokenizer
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(FIXTURES / "tokenizers" / "deepseek-coder")
+    tokenizer = AutoTokenizer.from_pretrained(TOKENIZERS / "deepseek-coder")
     ll_tokenizer = from_tokenizer(tokenizer)
     grammar = llguidance.grammar_from("lark", specialize(load_grammar("lines"), 5000))
 

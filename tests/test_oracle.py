@@ -5,26 +5,25 @@ from __future__ import annotations
 import difflib
 import unicodedata
 from functools import lru_cache
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cad_outlines.ceiling import load_tokenization
-from cad_outlines.corpus import load_corpus
-from cad_outlines.oracle import oracle_program, oracle_tokens
-from cad_outlines.program import Copy, CopyTokens, Gen, parse, render, render_op
-from cad_outlines.resolver import resolve
+from cad_outlines.tools.ceiling import load_tokenization
+from cad_outlines.tools.corpus import load_corpus
+from cad_outlines.language.oracle import oracle_program, oracle_tokens
+from cad_outlines.language.program import Copy, CopyTokens, Gen, parse, render, render_op
+from cad_outlines.language.resolver import resolve
 
-FIXTURES = Path(__file__).parent / "fixtures"
-SAMPLE = FIXTURES / "corpus_sample.jsonl"
-CASES = load_corpus(SAMPLE)
+from testdata import CORPUS_SAMPLE, TOKENIZERS
+
+CASES = load_corpus(CORPUS_SAMPLE)
 
 
 @lru_cache(maxsize=None)
 def tokenization(name: str):
-    return load_tokenization(FIXTURES / "tokenizers" / name)
+    return load_tokenization(TOKENIZERS / name)
 
 
 def check_line_program(ops, doc, gold):

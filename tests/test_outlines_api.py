@@ -7,16 +7,15 @@ import outlines
 import pytest
 from outlines.inputs import Chat
 
-from cad_outlines.generator import (CALL_OPTIONS, CaDGenerator, ForcedProgramError,
-                                    IncompleteProgramError, UnsupportedModelError)
-from cad_outlines.grammar import load_grammar, specialize
-from cad_outlines.oracle import oracle_program, oracle_tokens
-from cad_outlines.program import Gen
-from cad_outlines.prompts import PromptError
-from cad_outlines.resolver import ResolveError
-from cad_outlines.sampler import OptionError
+from cad_outlines.decoding.generator import (CALL_OPTIONS, CaDGenerator, ForcedProgramError,
+                                             IncompleteProgramError, UnsupportedModelError)
+from cad_outlines.language.grammar import load_grammar, specialize
+from cad_outlines.language.oracle import oracle_program, oracle_tokens
+from cad_outlines.language.program import Gen
+from cad_outlines.decoding.prompts import PromptError
+from cad_outlines.language.resolver import ResolveError
+from cad_outlines.decoding.sampler import OptionError
 
-from conftest import corpus_sample
 from test_generator import _DOCS, _structure_bias
 
 DOC = "def add(a, b):\n    return a + b\n\nprint(add(1, 2))\n"
@@ -155,8 +154,8 @@ def _check_stream(gen: CaDGenerator, prompt, **kw) -> list[str]:
     return chunks
 
 
-def test_stream_forced_programs_lines_and_tokens(family_model):
-    for case in corpus_sample()[:3]:
+def test_stream_forced_programs_lines_and_tokens(family_model, corpus_sample):
+    for case in corpus_sample[:3]:
         gen = CaDGenerator(family_model, case["doc"])
         ops = oracle_program(case["doc"], case["gold"])
         chunks = _check_stream(gen, "edit", force_program=ops)

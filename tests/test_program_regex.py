@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from interegular import parse_pattern
 
-from cad_outlines.grammar import load_grammar, program_regex, specialize
-from cad_outlines.program import Copy, CopyTokens, Gen, ProgramParseError, parse, render
+from cad_outlines.language.grammar import load_grammar, program_regex, specialize
+from cad_outlines.language.program import Copy, CopyTokens, Gen, ProgramParseError, parse, render
 
 SIZES = [1, 9, 10, 50, 137, 5000]
 # Characters that make up the program's structure, so mutations hit the interesting cases.

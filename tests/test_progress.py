@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-from cad_outlines.generator import CaDStats
-from cad_outlines.progress import DecodeProgress, wants_progress
+from cad_outlines.decoding.generator import CaDStats
+from cad_outlines.decoding.progress import DecodeProgress, wants_progress
 
 
 class _Terminal(io.StringIO):

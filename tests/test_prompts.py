@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from outlines.inputs import Chat
 
-from cad_outlines.prompts import PromptError, PromptTemplate, as_messages
+from cad_outlines.decoding.prompts import PromptError, PromptTemplate, as_messages
 
 
 def test_an_instruction_is_one_user_message():

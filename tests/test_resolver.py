@@ -6,8 +6,8 @@ import warnings
 
 import pytest
 
-from cad_outlines.program import Copy, CopyTokens, Gen, parse, render
-from cad_outlines.resolver import ResolveError, ResolveWarning, gen_body, resolve
+from cad_outlines.language.program import Copy, CopyTokens, Gen, parse, render
+from cad_outlines.language.resolver import ResolveError, ResolveWarning, gen_body, resolve
 
 DOC = "a\nb\nc\nd\n"  # lines: "a", "b", "c", "d", "" (n = 5)
 

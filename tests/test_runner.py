@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import torch
 
-from cad_outlines.runner import TransformersRunner
-
-from conftest import tiny_model
+from cad_outlines.decoding.runner import TransformersRunner
 
 
-def test_appended_ids_see_the_cached_prefix():
+def test_appended_ids_see_the_cached_prefix(tiny_model):
     runner = TransformersRunner(tiny_model("tiny-qwen").model)
     ids = [100, 2000, 30000, 400, 5]
     whole = runner.forward(ids, runner.new_cache())

@@ -18,7 +18,7 @@ import dataclasses
 import pytest
 
 from cad_outlines.bench.fuzz import adversarial_document, draw_case, run_case
-from conftest import FAMILY_PRESETS, tiny_model
+from testdata import FAMILY_PRESETS
 
 # (granularity, drafts, top_p < 1): all eight combinations across the three presets.
 GRID = [(g, d, p) for g in ("lines", "tokens") for d in (False, True) for p in (False, True)]
@@ -34,7 +34,7 @@ def _cases(preset):
 
 
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
-def test_sampled_programs_keep_every_guarantee(preset):
+def test_sampled_programs_keep_every_guarantee(preset, tiny_model):
     model = tiny_model(preset)
     outcomes = []
     for case in _cases(preset):
@@ -45,6 +45,16 @@ def test_sampled_programs_keep_every_guarantee(preset):
     # The bias makes programs end: the suite must see complete programs, not only
     # budget-exhausted ones, or it would check little.
     assert sum(o.complete for o in outcomes) >= 2, [o.complete for o in outcomes]
+
+
+def test_the_closing_bias_reaches_the_loop(tiny_model):
+    # Regression: the bias once overrode a generator method the loop no longer called, so
+    # a 3,000-run campaign sampled no gen body at all. It is a logits processor now.
+    model = tiny_model("tiny-deepseek-coder")
+    outcomes = [run_case(model, draw_case("tiny-deepseek-coder", seed=0, index=k),
+                         max_new_tokens=48, bias=True) for k in range(8)]
+    assert all(o.error is None and not o.problems for o in outcomes)
+    assert sum(o.gens for o in outcomes) >= 1, [(o.complete, o.gens) for o in outcomes]
 
 
 def test_suite_covers_the_option_grid_and_document_features():

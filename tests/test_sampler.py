@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import TopPLogitsWarper
 
-from cad_outlines.sampler import SAMPLING_OPTIONS, OptionError, Sampler, SamplingOptions
+from cad_outlines.decoding.sampler import SAMPLING_OPTIONS, OptionError, Sampler, SamplingOptions
 
 
 def _logits(seed: int = 0, vocab: int = 50) -> torch.Tensor:
@@ -88,3 +88,24 @@ def test_batched_rows_are_independent():
     allowed[0, :25] = False
     got = Sampler(SamplingOptions()).choose(logits, allowed)
     assert got.tolist() == [25 + int(logits[0, 25:].argmax()), int(logits[1].argmax())]
+
+
+def test_caller_processors_bias_but_never_unmask():
+    logits = torch.zeros(6)
+    allowed = torch.tensor([True, True, False, True, False, True])
+    seen = []
+
+    def favour(ids: torch.Tensor, scores: torch.Tensor, target: int) -> torch.Tensor:
+        seen.append(ids.tolist())
+        scores = scores.clone()
+        scores[:, target] = 100.0  # also lifts a masked id above -inf
+        return scores
+
+    for options in (SamplingOptions(temperature=0), SamplingOptions(temperature=1.5, seed=3)):
+        to_allowed = Sampler(options, processors=[lambda i, s: favour(i, s, 3)])
+        assert to_allowed.needs_context
+        assert to_allowed.choose_one(logits, allowed, [7, 8]) == 3
+        to_masked = Sampler(options, processors=[lambda i, s: favour(i, s, 2)])
+        picks = {to_masked.choose_one(logits, allowed, [7, 8]) for _ in range(20)}
+        assert picks <= {0, 1, 3, 5}, picks
+    assert seen[0] == [[7, 8]]  # processors get the ids the model has seen

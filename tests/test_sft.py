@@ -7,16 +7,16 @@ import json
 import pytest
 
 from cad_outlines.cli import main
-from cad_outlines.corpus import parse_case
-from cad_outlines.generator import CaDGenerator
-from cad_outlines.program import Copy, Gen
-from cad_outlines.sft import DEFAULT_INSTRUCTION, IGNORE, RowBuilder, SFTError, build_rows, chat_messages
+from cad_outlines.tools.corpus import parse_case
+from cad_outlines.decoding.generator import CaDGenerator
+from cad_outlines.language.program import Copy, Gen
+from cad_outlines.tools.sft import (DEFAULT_INSTRUCTION, IGNORE, RowBuilder, SFTError, build_rows,
+                                    chat_messages)
 
-from conftest import FAMILY_PRESETS, FIXTURES, corpus_sample, tiny_model
+from testdata import FAMILY_PRESETS, TOKENIZERS
 
 
-def _builder(preset: str) -> RowBuilder:
-    model = tiny_model(preset)
+def _builder(model) -> RowBuilder:
     return RowBuilder(model.hf_tokenizer)
 
 
@@ -38,11 +38,11 @@ def _fed_ids(model, doc: str, instruction: str, program: str) -> tuple[list[int]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
-def test_rows_are_what_the_loop_feeds_a_real_model(preset):
+def test_rows_are_what_the_loop_feeds_a_real_model(preset, tiny_model, corpus_sample):
     model = tiny_model(preset)
-    builder = _builder(preset)
+    builder = _builder(tiny_model(preset))
     adapter = builder.adapter
-    for record in corpus_sample():
+    for record in corpus_sample:
         case = parse_case(json.dumps(record))
         instruction = record.get("instruction") or DEFAULT_INSTRUCTION
         ops = builder.oracle(case.doc, case.gold)
@@ -67,8 +67,8 @@ def test_rows_are_what_the_loop_feeds_a_real_model(preset):
         assert all(lab == tid for lab, tid in zip(row.labels, row.input_ids) if lab != IGNORE)
 
 
-def test_spliced_spans_follow_their_tags():
-    builder = _builder("tiny-qwen")
+def test_spliced_spans_follow_their_tags(tiny_model):
+    builder = _builder(tiny_model("tiny-qwen"))
     doc = "a = 1\nb = 2\nc = 3\n"
     row = builder.row(doc, [Copy(1, 1), Gen("B = 2\n"), Copy(3, 4)], "edit")
     span = builder.adapter.copy_ids(["c = 3", ""])
@@ -84,10 +84,10 @@ def test_spliced_spans_follow_their_tags():
     assert masked_runs == [builder.adapter.copy_ids(["a = 1"]), span]
 
 
-def test_token_granularity_rows_match_the_loop():
+def test_token_granularity_rows_match_the_loop(tiny_model, corpus_sample):
     model = tiny_model("tiny-deepseek-coder")
     builder = RowBuilder(model.hf_tokenizer, "tokens")
-    for record in corpus_sample()[:3]:
+    for record in corpus_sample[:3]:
         case = parse_case(json.dumps(record))
         row = builder.row(case.doc, builder.oracle(case.doc, case.gold), "edit", case.id)
         fed: list[int] = []
@@ -103,14 +103,14 @@ def test_token_granularity_rows_match_the_loop():
         assert sum(t != IGNORE for t in row.labels) == result.stats.program_tokens
 
 
-def test_a_program_the_document_rejects_is_an_sft_error():
-    builder = _builder("tiny-qwen")
+def test_a_program_the_document_rejects_is_an_sft_error(tiny_model):
+    builder = _builder(tiny_model("tiny-qwen"))
     with pytest.raises(SFTError, match="case bad"):
         builder.row("one\ntwo\n", '<program><copy lines="2-9"/></program>', "edit", "bad")
 
 
-def test_instruction_field_is_used_and_default_otherwise():
-    builder = _builder("tiny-codellama")
+def test_instruction_field_is_used_and_default_otherwise(tiny_model):
+    builder = _builder(tiny_model("tiny-codellama"))
     cases = [parse_case(json.dumps({"id": "a", "doc": "x\n", "gold": "y\n", "instruction": "swap x for y"})),
              parse_case(json.dumps({"id": "b", "doc": "x\n", "gold": "z\n"}))]
     rows = list(build_rows(cases, builder))
@@ -121,30 +121,30 @@ def test_instruction_field_is_used_and_default_otherwise():
     assert chat[1]["content"] == rows[0].program and "swap x for y" in chat[0]["content"]
 
 
-def test_cli_sft_build(tmp_path, capsys):
+def test_cli_sft_build(tmp_path, capsys, corpus_sample):
     corpus = tmp_path / "c.jsonl"
-    corpus.write_text("".join(json.dumps(r) + "\n" for r in corpus_sample()[:2]), encoding="utf-8")
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in corpus_sample[:2]), encoding="utf-8")
     out, messages = tmp_path / "rows.jsonl", tmp_path / "chat.jsonl"
-    rc = main(["sft", "build", str(corpus), "--tokenizer", str(FIXTURES / "tokenizers" / "qwen"),
+    rc = main(["sft", "build", str(corpus), "--tokenizer", str(TOKENIZERS / "qwen"),
                "-o", str(out), "--messages", str(messages)])
     assert rc == 0
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert [r["id"] for r in rows] == [r["id"] for r in corpus_sample()[:2]]
+    assert [r["id"] for r in rows] == [r["id"] for r in corpus_sample[:2]]
     for r in rows:
         assert len(r["input_ids"]) == len(r["labels"])
         assert r["program"].startswith("<program>") and r["program"].endswith("</program>")
     chat = [json.loads(line) for line in messages.read_text(encoding="utf-8").splitlines()]
     assert [c["messages"][1]["content"] for c in chat] == [r["program"] for r in rows]
     # --max-tokens below every row: nothing written, every case named as skipped
-    rc = main(["sft", "build", str(corpus), "--tokenizer", str(FIXTURES / "tokenizers" / "qwen"),
+    rc = main(["sft", "build", str(corpus), "--tokenizer", str(TOKENIZERS / "qwen"),
                "-o", str(out), "--max-tokens", "5"])
     assert rc == 0 and out.read_text(encoding="utf-8") == ""
-    assert "skipped " + corpus_sample()[0]["id"] in capsys.readouterr().err
+    assert "skipped " + corpus_sample[0]["id"] in capsys.readouterr().err
 
 
-def test_cli_sft_build_rejects_cost_aware_tokens(tmp_path, capsys):
+def test_cli_sft_build_rejects_cost_aware_tokens(tmp_path, capsys, corpus_sample):
     corpus = tmp_path / "c.jsonl"
-    corpus.write_text(json.dumps(corpus_sample()[0]) + "\n", encoding="utf-8")
-    rc = main(["sft", "build", str(corpus), "--tokenizer", str(FIXTURES / "tokenizers" / "qwen"),
+    corpus.write_text(json.dumps(corpus_sample[0]) + "\n", encoding="utf-8")
+    rc = main(["sft", "build", str(corpus), "--tokenizer", str(TOKENIZERS / "qwen"),
                "--granularity", "tokens", "--cost-aware", "-o", str(tmp_path / "o.jsonl")])
     assert rc == 2 and "--cost-aware" in capsys.readouterr().err

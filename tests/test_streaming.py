@@ -13,11 +13,11 @@ import warnings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cad_outlines import program
-from cad_outlines.escape import ESCAPE_CHAR
-from cad_outlines.program import Copy, CopyTokens, Gen
-from cad_outlines.resolver import ResolveError, resolve
-from cad_outlines.streaming import DocumentStream
+from cad_outlines.language import program
+from cad_outlines.language.syntax import ESCAPE_CHAR
+from cad_outlines.language.program import Copy, CopyTokens, Gen
+from cad_outlines.language.resolver import ResolveError, resolve
+from cad_outlines.decoding.streaming import DocumentStream
 
 _ALPHABET = st.sampled_from(["a", " ", "\n", "\r", "<", "/", ">", "gen", "</gen>", "<copy",
                              "</program>", ESCAPE_CHAR, "é", "😀", "中"])

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from cad_outlines.cli import main
-from cad_outlines.text import (AmbiguousReplyError, CopyRangeError, MalformedProgramError,
-                               NoProgramError, ReplyError, apply_reply, prompt_for)
-from cad_outlines.program import parse
+from cad_outlines.tools.text import (AmbiguousReplyError, CopyRangeError, MalformedProgramError,
+                                     NoProgramError, ReplyError, apply_reply, prompt_for)
+from cad_outlines.language.program import parse
+
+from testdata import ROOT, TOKENIZERS
 
 DOC = "import os\ndef f(x):\n    return x\nprint(f(1))\n"
 GOLD = "import os\ndef f(x):\n    return x + 1\nprint(f(1))\n"
@@ -42,7 +44,7 @@ VARIANTS = [
     ("missing </program> in a fence", f"```xml\n{CANON[:-len('</program>')]}\n```\nDone.", GOLD, True),
     ("missing </program>, prose after", f"{CANON[:-len('</program>')]}\nThat is all.", GOLD, True),
     ("same program twice", f"Program:\n{CANON}\n\nFinal answer:\n```xml\n{CANON}\n```", GOLD, True),
-    ("spaced gen and program tags", f'<program ><copy lines="1-2"/><gen >\n    return x + 1\n</gen>'
+    ("spaced gen and program tags", '<program ><copy lines="1-2"/><gen >\n    return x + 1\n</gen>'
      '<copy lines="4-5"/></program >', GOLD, True),
     ("gen without padding newlines", '<program><copy lines="1-2"/><gen>    return x + 1</gen>'
      '<copy lines="4-5"/></program>', GOLD, False),
@@ -135,10 +137,9 @@ def test_prompt_for_a_general_chat_model():
 def test_prompt_for_a_fine_tuned_family_is_the_training_message():
     from cad_outlines.adapters import get_adapter, load_tokenizer
 
-    from conftest import FIXTURES
 
     messages = prompt_for(DOC, "make f return x + 1", family="qwen")
-    adapter = get_adapter(load_tokenizer(FIXTURES / "tokenizers" / "qwen"))
+    adapter = get_adapter(load_tokenizer(TOKENIZERS / "qwen"))
     assert messages == [{"role": "user", "content": adapter.user_content(DOC, "make f return x + 1")}]
     with pytest.raises(ValueError, match="unknown family"):
         prompt_for(DOC, "x", family="gpt-9")
@@ -160,9 +161,8 @@ def test_cli_apply_from_reply(tmp_path, capsys):
 
 def test_the_example_in_docs_text_mode_reads_as_shown():
     import re
-    from pathlib import Path
 
-    text = (Path(__file__).parents[1] / "docs" / "text-mode.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "text-mode.md").read_text(encoding="utf-8")
     reply = re.search(r"````text\n(.*?)````", text, re.S).group(1)
     result = apply_reply(reply, DOC)
     assert result.document == GOLD

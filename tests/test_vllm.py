@@ -9,6 +9,7 @@ weights), with a head size of 32 because vLLM's CPU attention has no kernel for 
 from __future__ import annotations
 
 import gc
+import json
 import os
 
 import pytest
@@ -22,12 +23,13 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 import outlines  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
-from cad_outlines import models, oracle, program  # noqa: E402
+from cad_outlines.tools import models
+from cad_outlines.language import oracle, program, syntax  # noqa: E402
 from cad_outlines.engines import vllm as cad_vllm  # noqa: E402
-from cad_outlines.generator import CaDGenerator, ForcedProgramError  # noqa: E402
-from cad_outlines.resolver import resolve  # noqa: E402
+from cad_outlines.decoding.generator import CaDGenerator, ForcedProgramError  # noqa: E402
+from cad_outlines.language.resolver import resolve  # noqa: E402
 
-from conftest import FIXTURES, corpus_sample  # noqa: E402
+from testdata import TOKENIZERS, corpus_records  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 
@@ -50,7 +52,7 @@ PROGRAMS = [
 def family(request, tmp_path_factory):
     """(vLLM LLM, Outlines transformers model of the same weights) for one family."""
     folder = models.save(request.param, tmp_path_factory.mktemp("model") / request.param,
-                         tokenizer_root=FIXTURES / "tokenizers", config=HEADS)
+                         tokenizer_root=TOKENIZERS, config=HEADS)
     llm = cad_vllm.load(str(folder), **ENGINE)
     hf = AutoModelForCausalLM.from_pretrained(folder, dtype="float32")
     hf.eval()
@@ -63,7 +65,7 @@ def family(request, tmp_path_factory):
 def _cases() -> list[tuple[str, str]]:
     """(document, program) pairs: the fixed ones and two oracle programs of the corpus."""
     cases = [(DOC, text) for text in PROGRAMS]
-    records = sorted(corpus_sample(), key=lambda r: len(r["doc"]))[:2]
+    records = sorted(corpus_records(), key=lambda r: len(r["doc"]))[:2]
     for rec in records:
         cases.append((rec["doc"], program.render(oracle.oracle_program(rec["doc"], rec["gold"]))))
     return cases
@@ -148,7 +150,7 @@ def test_seeded_sampling_is_reproducible(family):
     assert first.program == second.program
     other = cad_vllm.VLLMEditor(llm, max_new_tokens=24, temperature=1.0, seed=8).run(DOC, "edit")
     assert other.program != first.program
-    assert first.program.startswith(program.PROGRAM_OPEN)
+    assert first.program.startswith(syntax.PROGRAM_OPEN)
 
 
 def test_not_an_engine_is_a_clear_error():
@@ -172,7 +174,7 @@ def test_forced_regeneration_types_the_gold(family):
 
 def test_async_engine_runs_edits_concurrently(tmp_path):
     """AsyncLLM (its engine core in a process of its own): eight edits as coroutines."""
-    folder = models.save("tiny-qwen", tmp_path / "tiny-qwen", tokenizer_root=FIXTURES / "tokenizers",
+    folder = models.save("tiny-qwen", tmp_path / "tiny-qwen", tokenizer_root=TOKENIZERS,
                          config=HEADS)
     engine = cad_vllm.load(str(folder), async_engine=True, **ENGINE)
     try:
@@ -207,3 +209,48 @@ def test_token_granularity_forced_oracle_matches_hf(family):
     assert got.document == want.document == gold
     assert got.program == want.program and got.ops == want.ops
     assert got.stats.copied_tokens == want.stats.copied_tokens > 0
+
+
+def test_cli_edits_many_files_on_vllm_as_on_transformers(tmp_path, capsys):
+    """``cad-outlines edit --engine vllm`` on several files: the transformers path's output."""
+    from cad_outlines.cli import main
+
+    folder = models.save("tiny-qwen", tmp_path / "tiny-qwen", tokenizer_root=TOKENIZERS,
+                         config=HEADS)
+    docs = {"a.py": DOC, "b.py": DOC.replace("value_3 = 9", "value_3 = 'nine'")}
+    forced = tmp_path / "forced.prog"
+    forced.write_text(PROGRAMS[0], encoding="utf-8")
+    records = {}
+    for engine in ("vllm", "transformers"):
+        names = []
+        for name, doc in docs.items():
+            (tmp_path / engine).mkdir(exist_ok=True)
+            (tmp_path / engine / name).write_text(doc, encoding="utf-8")
+            names.append(str(tmp_path / engine / name))
+        extra = ["--kv-cache-gib", "0.25", "--max-model-len", "8192"] if engine == "vllm" else []
+        status = main(["edit", *names, "--instruction", "edit", "--engine", engine, "--model", str(folder),
+                       "--dtype", "float32", "--force-program", str(forced), "--in-place", "--json",
+                       "-q", *extra])
+        assert status == 0
+        records[engine] = json.loads(capsys.readouterr().out)
+        for name, doc in docs.items():
+            written = (tmp_path / engine / name).read_text(encoding="utf-8")
+            assert written == resolve(program.parse(PROGRAMS[0]), doc, "strict") != doc
+    for got, want in zip(records["vllm"], records["transformers"], strict=True):
+        assert got["document"] == want["document"] and got["program"] == want["program"] == PROGRAMS[0]
+        assert got["ops"] == want["ops"] and got["summary"] == want["summary"]
+        assert got["written"].replace("vllm", "transformers") == want["written"]
+        assert got["stats"]["requests"] == 3 and got["stats"]["copied_tokens"] == want["stats"]["copied_tokens"]
+
+
+def test_cli_folder_vllm_cannot_load_is_a_usage_error(tmp_path, capsys):
+    from cad_outlines.cli import main
+
+    src = tmp_path / "a.py"
+    src.write_text("x = 1\n", encoding="utf-8")
+    (tmp_path / "empty").mkdir()
+    assert main(["edit", str(src), "--instruction", "x", "--engine", "vllm", "--model", str(tmp_path / "empty"),
+                 "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "vLLM cannot start on this folder" in err and str(tmp_path / "empty") in err
+    assert "Traceback" not in err and src.read_text(encoding="utf-8") == "x = 1\n"

@@ -144,22 +144,22 @@ def _loadavg() -> list[float] | None:
         return None
 
 
-def _git_modified() -> list[str] | None:
-    """Tracked files with uncommitted changes (the run used them as they were)."""
+def _git(*args: str) -> str | None:
+    """stdout of ``git args`` in this checkout, or None (no git, not a checkout)."""
     root = Path(__file__).resolve().parents[2]
     try:
-        out = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                             capture_output=True, text=True, timeout=5)
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return [line[3:] for line in out.stdout.splitlines()] if out.returncode == 0 else None
+    return out.stdout if out.returncode == 0 else None
+
+
+def _git_modified() -> list[str] | None:
+    """Tracked files with uncommitted changes (the run used them as they were)."""
+    out = _git("status", "--porcelain", "--untracked-files=no")
+    return None if out is None else [line[3:] for line in out.splitlines()]
 
 
 def _git_commit() -> str | None:
-    root = Path(__file__).resolve().parents[2]
-    try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    out = _git("rev-parse", "--short", "HEAD")
+    return out.strip() or None if out is not None else None

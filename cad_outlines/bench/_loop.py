@@ -1,7 +1,7 @@
-"""Bench-side drivers of :class:`~cad_outlines.generator.CaDGenerator`.
+"""Bench-side drivers of :class:`~cad_outlines.decoding.generator.CaDGenerator`.
 
 Nothing here copies or subclasses the decode loop: benchmarks count and clock by handing
-the generator a runner (:mod:`cad_outlines.runner`). :class:`CountingRunner` stands in
+the generator a runner (:mod:`cad_outlines.decoding.runner`). :class:`CountingRunner` stands in
 for the model (to count a program's decode steps and forced runs without one),
 :class:`CpuClock` observes the real runner to put a CPU-time mark after each run's
 first forward, and :func:`regen_baseline` runs baseline (a), "full autoregressive
@@ -17,9 +17,10 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from ..generator import CaDGenerator
-from ..program import Copy, Gen, Op
-from ..runner import ObservedRunner, TransformersRunner
+from ..decoding.generator import CaDGenerator
+from ..language.program import Copy, Gen, Op
+from ..language.syntax import copy_tag
+from ..decoding.runner import ObservedRunner, TransformersRunner
 
 
 class CountingRunner:
@@ -114,7 +115,7 @@ def tag_shape(model: Any, n_lines: int = 300, copy: tuple[int, int] = (120, 245)
         loop = runner.widths[1:]
         counts.append((stats.decoded_tokens, sum(w > 1 for w in loop), stats.forced_tokens))
     (d1, r1, f1), (d0, r0, f0) = counts
-    return TagShape(f'<copy lines="{copy[0]}-{copy[1]}"/>', d1 - d0, r1 - r0, f1 - f0)
+    return TagShape(copy_tag("lines", *copy), d1 - d0, r1 - r0, f1 - f0)
 
 
 def regen_baseline(gen: CaDGenerator, clock: CpuClock, instruction: str, gold: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import argparse
 import sys
 from typing import Any, Callable
 
-from cad_outlines.cli import UsageError, add_ceiling_arguments, load_cases
+from cad_outlines.arguments import UsageError, add_ceiling_arguments, load_cases, positive
 
 _BENCH_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
 
@@ -28,6 +28,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     bench = p.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
     for add in _BENCH_COMMANDS:
         add(bench)
+
+
+def _int_list(option: str, text: str, minimum: int | None = None) -> tuple[int, ...]:
+    """The integers of a comma-separated option value, each at least ``minimum``."""
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise UsageError(f"{option} takes comma-separated integers, got {text!r}") from None
+    if minimum is not None and min(values) < minimum:
+        raise UsageError(f"{option} values must be >= {minimum}, got {text!r}")
+    return values
 
 
 def _add_bench_dccd(bench: argparse._SubParsersAction) -> None:
@@ -61,13 +72,7 @@ def _run_bench_dccd(args: argparse.Namespace) -> int:
             raise UsageError(f"--steps must be >= 1, got {args.steps}")
         overrides["steps"] = args.steps
     if args.k is not None:
-        try:
-            ks = tuple(int(v) for v in args.k.split(","))
-        except ValueError:
-            raise UsageError(f"--k takes comma-separated integers, got {args.k!r}") from None
-        if not ks or min(ks) < 1:
-            raise UsageError(f"--k values must be >= 1, got {args.k!r}")
-        overrides["ks"] = ks
+        overrides["ks"] = _int_list("--k", args.k, minimum=1)
     if args.eval_questions is not None:
         if args.eval_questions < 1:
             raise UsageError(f"--eval must be >= 1, got {args.eval_questions}")
@@ -84,24 +89,17 @@ _BENCH_COMMANDS.append(_add_bench_dccd)
 # --- bench kernel | e2e | formats | perturb (cad_outlines/bench/, docs/benchmarks.md) ------
 
 
-def _positive(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
-    return number
-
-
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     # Presets are checked by models.build (importing models here would import torch for
     # every command).
     p.add_argument("--preset", required=True, metavar="NAME",
-                   help="random-weight architecture of cad_outlines.models.PRESETS (e.g. "
+                   help="random-weight architecture of cad_outlines.tools.models.PRESETS (e.g. "
                         "tiny-qwen, qwen2.5-0.5b); speed does not depend on the weights, "
                         "selection quality does")
     p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
                    help="weight dtype (default: float32)")
-    p.add_argument("--threads", type=_positive, default=None, metavar="N",
+    p.add_argument("--threads", type=positive, default=None, metavar="N",
                    help="torch intra-op threads (default: torch's own choice)")
 
 
@@ -156,7 +154,7 @@ def _run_bench_bounds(args: argparse.Namespace) -> int:
 
     from cad_outlines.bench._common import write_json
     from cad_outlines.bench.bounds import ceiling_with_bounds, format_bounds, load_kernel
-    from cad_outlines.ceiling import format_table, load_tokenization
+    from cad_outlines.tools.ceiling import format_table, load_tokenization
 
     kernel = load_kernel(args.kernel)  # before the corpus work: fail early
     cases = load_cases(args.corpus)
@@ -188,9 +186,9 @@ def _add_bench_kernel(bench: argparse._SubParsersAction) -> None:
                     "measure tau, c_mask, c_sync, c_forced and a copy tag's decode steps. "
                     "Writes a kernel JSON for `ceiling --kernel` and a plot.")
     _add_model_args(p)
-    p.add_argument("--prefix", type=_positive, default=1024, metavar="P", help="prefix tokens (default: 1024)")
-    p.add_argument("--trials", type=_positive, default=3, metavar="T", help="timed trials (default: 3)")
-    p.add_argument("--max-n", type=_positive, default=512, metavar="N", help="largest N (default: 512)")
+    p.add_argument("--prefix", type=positive, default=1024, metavar="P", help="prefix tokens (default: 1024)")
+    p.add_argument("--trials", type=positive, default=3, metavar="T", help="timed trials (default: 3)")
+    p.add_argument("--max-n", type=positive, default=512, metavar="N", help="largest N (default: 512)")
     _add_output_args(p)
     p.set_defaults(func=_run_bench_kernel)
 
@@ -209,17 +207,26 @@ def _run_bench_kernel(args: argparse.Namespace) -> int:
 _BENCH_COMMANDS.append(_add_bench_kernel)
 
 
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
 def _add_case_args(p: argparse.ArgumentParser, kernel_trials: int) -> None:
     """Corpus, model, case selection and in-run kernel: shared by ``bench e2e`` and ``all``."""
     p.add_argument("corpus", metavar="CORPUS.jsonl", help='JSONL of {"id", "doc", "gold"}')
     _add_model_args(p)
-    p.add_argument("--limit", type=_positive, default=None, metavar="K", help="K cases only")
+    p.add_argument("--limit", type=positive, default=None, metavar="K", help="K cases only")
     p.add_argument("--order", choices=["file", "size"], default="file",
                    help="file order (default) or smallest doc+gold first")
-    p.add_argument("--kernel-trials", type=_positive, default=kernel_trials, metavar="T",
+    p.add_argument("--kernel-trials", type=positive, default=kernel_trials, metavar="T",
                    help=f"trials of the in-run kernel curve (default: {kernel_trials})")
-    p.add_argument("--kernel-max-n", type=_positive, default=256, metavar="N",
+    p.add_argument("--kernel-max-n", type=positive, default=256, metavar="N",
                    help="largest N of the in-run kernel curve (default: 256)")
+    p.add_argument("--pld", default="10:2,20:3", metavar="K:N,...",
+                   help="prompt-lookup runs, one per setting (k drafted tokens, n-gram size); "
+                        "'' for none (default: 10:2,20:3: transformers' default and the tuned one)")
+    p.add_argument("--skip", default="", metavar="RUN,...",
+                   help="ablation runs to leave out: outlines, cad_nodraft, cad_nosplice, cad_plain")
 
 
 def _add_bench_e2e(bench: argparse._SubParsersAction) -> None:
@@ -233,7 +240,7 @@ def _add_bench_e2e(bench: argparse._SubParsersAction) -> None:
                     "realized speed-up over (a) next to bnd_exact from a kernel curve measured "
                     "in the same run. Random weights: speed only, not selection quality.")
     _add_case_args(p, kernel_trials=1)
-    p.add_argument("--kernel-prefix", type=_positive, default=None, metavar="P",
+    p.add_argument("--kernel-prefix", type=positive, default=None, metavar="P",
                    help="prefix of the in-run kernel (default: mean prompt tokens of the cases)")
     _add_output_args(p)
     p.set_defaults(func=_run_bench_e2e)
@@ -247,7 +254,8 @@ def _run_bench_e2e(args: argparse.Namespace) -> int:
     cfg = E2EConfig(args.preset, device=args.device, dtype=args.dtype, seed=args.seed,
                     threads=args.threads, limit=args.limit, order=args.order,
                     kernel_trials=args.kernel_trials, kernel_max_n=args.kernel_max_n,
-                    kernel_prefix=args.kernel_prefix)
+                    kernel_prefix=args.kernel_prefix,
+                    pld=_csv(args.pld), skip=_csv(args.skip))
     report = run_e2e(load_cases(args.corpus), cfg, progress=True)
     name = os.path.splitext(os.path.basename(args.corpus))[0]
     _emit(args, report, format_e2e(report, name))
@@ -268,8 +276,8 @@ def _add_bench_formats(bench: argparse._SubParsersAction) -> None:
                     "GNU patch, and CaD programs (lines and tokens). Deterministic; no model.")
     p.add_argument("corpus", metavar="CORPUS.jsonl", help='JSONL of {"id", "doc", "gold"}')
     p.add_argument("--tokenizer", metavar="DIR", required=True, help="Hugging Face tokenizer folder")
-    p.add_argument("--limit", type=_positive, default=None, metavar="K", help="first K cases only")
-    p.add_argument("--min-span", type=_positive, default=8, metavar="M",
+    p.add_argument("--limit", type=positive, default=None, metavar="K", help="first K cases only")
+    p.add_argument("--min-span", type=positive, default=8, metavar="M",
                    help="shortest token copy of the token-level CaD program (default: 8)")
     _add_output_args(p, plot=False)
     p.set_defaults(func=_run_bench_formats)
@@ -279,7 +287,7 @@ def _run_bench_formats(args: argparse.Namespace) -> int:
     import os
 
     from cad_outlines.bench.formats import format_formats, run_formats
-    from cad_outlines.ceiling import load_tokenization
+    from cad_outlines.tools.ceiling import load_tokenization
 
     report = run_formats(load_cases(args.corpus), load_tokenization(args.tokenizer),
                          limit=args.limit, min_span=args.min_span, progress=True)
@@ -292,6 +300,83 @@ def _run_bench_formats(args: argparse.Namespace) -> int:
 _BENCH_COMMANDS.append(_add_bench_formats)
 
 
+def _add_bench_prompt(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser(
+        "prompt",
+        help="prompt tokens: plain vs line numbers vs the CaD prompt, per tokenizer family",
+        description="For every case: tokens of the plain prompt (instruction + document, what "
+                    "regeneration and prompt lookup send), of the same with line numbers, and of "
+                    "the CaD prompt (+ format statement), with each tokenizer. No model.")
+    p.add_argument("corpus", metavar="CORPUS.jsonl", help='JSONL of {"id", "doc", "gold"}')
+    p.add_argument("--tokenizer", metavar="DIR", required=True, action="append",
+                   help="Hugging Face tokenizer folder (repeat for several families)")
+    p.add_argument("--limit", type=positive, default=None, metavar="K", help="K cases only")
+    p.add_argument("--order", choices=["file", "size"], default="file",
+                   help="file order (default) or smallest doc+gold first")
+    _add_output_args(p, plot=False)
+    p.set_defaults(func=_run_bench_prompt)
+
+
+def _run_bench_prompt(args: argparse.Namespace) -> int:
+    import os
+
+    from transformers import AutoTokenizer
+
+    from cad_outlines.adapters import get_adapter
+    from cad_outlines.bench.e2e import select_cases
+    from cad_outlines.bench.prompt_cost import format_prompt_cost, prompt_cost
+
+    cases = select_cases(load_cases(args.corpus), args.order, args.limit)
+    reports = [prompt_cost(cases, get_adapter(AutoTokenizer.from_pretrained(folder))) for folder in args.tokenizer]
+    report = {"corpus": args.corpus, "order": args.order, "limit": args.limit, "tokenizers": args.tokenizer,
+              "families": reports}
+    _emit(args, report, format_prompt_cost(reports, os.path.splitext(os.path.basename(args.corpus))[0]))
+    return 0
+
+
+_BENCH_COMMANDS.append(_add_bench_prompt)
+
+
+def _add_bench_pool(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser(
+        "pool",
+        help="pool the finished cases of a bench all run cut short (e2e.partial.jsonl)",
+        description="Read OUT_DIR/e2e.partial.jsonl and OUT_DIR/kernel.json of a 'bench all' "
+                    "run and write OUT_DIR/e2e.json, e2e.md and e2e.png from the cases it finished.")
+    p.add_argument("out_dir", metavar="OUT_DIR", help="the bench all folder")
+    p.set_defaults(func=_run_bench_pool)
+
+
+def _run_bench_pool(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from cad_outlines.bench._common import write_json
+    from cad_outlines.bench.e2e import format_e2e, plot_e2e, report_from_checkpoint
+    from cad_outlines.files import atomic_write
+
+    out = Path(args.out_dir)
+    for needed in ("kernel.json", "e2e.partial.jsonl"):
+        if not (out / needed).is_file():
+            raise UsageError(f"{out / needed} does not exist (is {out} a bench all folder?)")
+    suite = out / "suite.json"
+    config = json.loads(suite.read_text())["config"] if suite.is_file() else None
+    report = report_from_checkpoint(out / "e2e.partial.jsonl", json.loads((out / "kernel.json").read_text()),
+                                    config)
+    name = out.name
+    table = format_e2e(report, name)
+    write_json(out / "e2e.json", report)
+    atomic_write(out / "e2e.md", f"# e2e (pooled from the checkpoint: {len(report['cases'])} case(s))\n\n"
+                 + table + "\n")
+    if report["cases"]:
+        plot_e2e(report, str(out / "e2e.png"), title=f"{name} (random weights)")
+    print(table)
+    return 0
+
+
+_BENCH_COMMANDS.append(_add_bench_pool)
+
+
 def _add_bench_perturb(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser(
         "perturb",
@@ -302,20 +387,10 @@ def _add_bench_perturb(bench: argparse._SubParsersAction) -> None:
     p.add_argument("corpus", metavar="CORPUS.jsonl", help='JSONL of {"id", "doc", "gold"}')
     p.add_argument("--eps", default="0,1,2,3,5", metavar="E1,E2,...",
                    help="shift bounds to try (default: 0,1,2,3,5)")
-    p.add_argument("--trials", type=_positive, default=5, metavar="T", help="draws per case (default: 5)")
-    p.add_argument("--limit", type=_positive, default=None, metavar="K", help="first K cases only")
+    p.add_argument("--trials", type=positive, default=5, metavar="T", help="draws per case (default: 5)")
+    p.add_argument("--limit", type=positive, default=None, metavar="K", help="first K cases only")
     _add_output_args(p)
     p.set_defaults(func=_run_bench_perturb)
-
-
-def _eps_list(text: str) -> list[int]:
-    try:
-        eps = [int(v) for v in text.split(",")]
-    except ValueError:
-        raise UsageError(f"--eps takes comma-separated integers, got {text!r}") from None
-    if min(eps) < 0:
-        raise UsageError(f"--eps values must be >= 0, got {text!r}")
-    return eps
 
 
 def _run_bench_perturb(args: argparse.Namespace) -> int:
@@ -323,7 +398,7 @@ def _run_bench_perturb(args: argparse.Namespace) -> int:
 
     from cad_outlines.bench.perturb import format_perturb, plot_perturb, run_perturb
 
-    eps = _eps_list(args.eps)
+    eps = list(_int_list("--eps", args.eps, minimum=0))
     name = os.path.splitext(os.path.basename(args.corpus))[0]
     report = run_perturb(load_cases(args.corpus), eps, trials=args.trials, seed=args.seed,
                          limit=args.limit, progress=True)
@@ -344,14 +419,14 @@ def _add_bench_fuzz(bench: argparse._SubParsersAction) -> None:
                     "lines and tokens, drafts on and off) on adversarial documents and count "
                     "complete / incomplete runs, exceptions and reversed or out-of-range "
                     "copies; see docs/reliability.md.")
-    p.add_argument("--runs", type=_positive, required=True, metavar="N", help="runs per preset")
+    p.add_argument("--runs", type=positive, required=True, metavar="N", help="runs per preset")
     p.add_argument("--preset", nargs="+", default=["tiny-qwen", "tiny-deepseek-coder", "tiny-codellama"],
                    metavar="NAME", help="presets to fuzz (default: the three tiny ones)")
-    p.add_argument("--max-new-tokens", type=_positive, default=48, metavar="T",
+    p.add_argument("--max-new-tokens", type=positive, default=48, metavar="T",
                    help="program-token budget per run (default: 48)")
     p.add_argument("--no-bias", dest="bias", action="store_false",
                    help="sample without the bias towards closing gen bodies (bench/fuzz.py: ClosingBias)")
-    p.add_argument("--threads", type=_positive, default=1, metavar="N",
+    p.add_argument("--threads", type=positive, default=1, metavar="N",
                    help="torch intra-op threads (default: 1)")
     _add_output_args(p, plot=False)
     p.set_defaults(func=_run_bench_fuzz)
@@ -386,7 +461,7 @@ def _add_bench_all(bench: argparse._SubParsersAction) -> None:
     p.add_argument("--out-dir", required=True, metavar="OUT_DIR", help="folder for the outputs")
     p.add_argument("--eps", default="0,1,2,3,5", metavar="E1,E2,...",
                    help="perturbation shift bounds (default: 0,1,2,3,5)")
-    p.add_argument("--trials", type=_positive, default=5, metavar="T",
+    p.add_argument("--trials", type=positive, default=5, metavar="T",
                    help="perturbation draws per case (default: 5)")
     p.add_argument("--seed", type=int, default=0, help="seed of weights, ids and draws (default: 0)")
     p.add_argument("--json", action="store_true",
@@ -401,10 +476,11 @@ def _run_bench_all(args: argparse.Namespace) -> int:
     from cad_outlines.bench.e2e import E2EConfig
     from cad_outlines.bench.suite import format_suite, run_suite
 
-    eps = _eps_list(args.eps)
+    eps = list(_int_list("--eps", args.eps, minimum=0))
     cfg = E2EConfig(args.preset, device=args.device, dtype=args.dtype, seed=args.seed,
                     threads=args.threads, limit=args.limit, order=args.order,
-                    kernel_trials=args.kernel_trials, kernel_max_n=args.kernel_max_n)
+                    kernel_trials=args.kernel_trials, kernel_max_n=args.kernel_max_n,
+                    pld=_csv(args.pld), skip=_csv(args.skip))
     name = os.path.splitext(os.path.basename(args.corpus))[0]
     report = run_suite(load_cases(args.corpus), cfg, args.out_dir, name=name, eps=eps,
                        perturb_trials=args.trials, progress=True)
@@ -439,7 +515,7 @@ def _add_bench_constraint(bench: argparse._SubParsersAction) -> None:
                         "with --tiny)")
     p.add_argument("--sizes", default=None, metavar="N1,N2",
                    help="document sizes in lines (default: 50,500,5000; 40,400 with --tiny)")
-    p.add_argument("--repeats", type=_positive, default=None, metavar="R",
+    p.add_argument("--repeats", type=positive, default=None, metavar="R",
                    help="compiles and passes per measurement (default: 3; 1 with --tiny)")
     p.add_argument("--index-timeout", type=float, default=120.0, metavar="S",
                    help="stop an outlines_core Index build after S seconds (default: 120)")
@@ -460,10 +536,7 @@ def _run_bench_constraint(args: argparse.Namespace) -> int:
     if args.tokenizers is not None:
         overrides["tokenizers"] = tuple(t.strip() for t in args.tokenizers.split(",") if t.strip())
     if args.sizes is not None:
-        try:
-            overrides["sizes"] = tuple(int(v) for v in args.sizes.split(","))
-        except ValueError:
-            raise UsageError(f"--sizes takes comma-separated integers, got {args.sizes!r}") from None
+        overrides["sizes"] = _int_list("--sizes", args.sizes)  # ConstraintConfig checks the range
     if args.repeats is not None:
         overrides["repeats"] = args.repeats
     cfg = ConstraintConfig.tiny(**overrides) if args.tiny else ConstraintConfig(**overrides)
@@ -484,11 +557,11 @@ def _add_bench_learn(bench: argparse._SubParsersAction) -> None:
                     "layout), one on the whole edited file. Decode held-out edits through the real "
                     "loop (model-chosen constrained programs vs unconstrained regeneration, same "
                     "budget); see docs/learn.md.")
-    p.add_argument("--steps", type=_positive, default=None, metavar="N",
+    p.add_argument("--steps", type=positive, default=None, metavar="N",
                    help="training steps per model, at most (early stop; default: 1600, 150 with --tiny)")
-    p.add_argument("--eval", type=_positive, default=None, metavar="N", dest="eval_cases",
+    p.add_argument("--eval", type=positive, default=None, metavar="N", dest="eval_cases",
                    help="held-out edits decoded per model (default: 100; 6 with --tiny)")
-    p.add_argument("--threads", type=_positive, default=1, metavar="N",
+    p.add_argument("--threads", type=positive, default=1, metavar="N",
                    help="torch intra-op threads (default: 1)")
     p.add_argument("--tiny", action="store_true", help="CI-sized run (well under a minute)")
     p.add_argument("--markdown", metavar="OUT.md", help="also write the table here (atomically)")
@@ -517,6 +590,46 @@ def _run_bench_learn(args: argparse.Namespace) -> int:
 _BENCH_COMMANDS.append(_add_bench_learn)
 
 
+def _add_bench_drafting(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser(
+        "drafting",
+        help="oracle-forced CaD with tag drafts off vs on: forwards and seconds, side by side",
+        description="Force the oracle program of each case through CaD with draft_tags off and "
+                    "on, interleaved (off, on, on, off, ...), counting and clocking the forwards "
+                    "through an observed runner; both settings must rebuild the gold with the "
+                    "same program. Tiny presets give the forward counts of their tokenizer "
+                    "family; seconds need a full-size preset. See docs/generator.md.")
+    p.add_argument("corpus", metavar="CORPUS.jsonl", help='JSONL of {"id", "doc", "gold"}')
+    p.add_argument("--preset", nargs="+", default=None, metavar="NAME",
+                   help="presets to run (default: tiny-qwen tiny-deepseek-coder tiny-codellama; "
+                        "the last two need CAD_OUTLINES_TOKENIZERS, e.g. tests/fixtures/tokenizers)")
+    p.add_argument("--per-corpus", type=positive, default=None, metavar="K",
+                   help="first K cases of each corpus (ids CORPUS-NNNN; default: all)")
+    p.add_argument("--repeats", type=positive, default=1, metavar="R",
+                   help="runs of each setting per case; seconds are medians (default: 1)")
+    p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                   help="weight dtype (default: float32)")
+    p.add_argument("--threads", type=positive, default=1, metavar="N",
+                   help="torch intra-op threads (default: 1)")
+    _add_output_args(p, plot=False)
+    p.set_defaults(func=_run_bench_drafting)
+
+
+def _run_bench_drafting(args: argparse.Namespace) -> int:
+    from cad_outlines.bench.drafting import TINY_PRESETS, DraftingConfig, format_drafting, run_drafting
+
+    cfg = DraftingConfig(presets=tuple(args.preset or TINY_PRESETS), per_corpus=args.per_corpus,
+                         repeats=args.repeats, seed=args.seed, dtype=args.dtype, device=args.device,
+                         threads=args.threads)
+    report = run_drafting(load_cases(args.corpus), cfg, progress=True)
+    _emit(args, report, format_drafting(report))
+    return 0
+
+
+_BENCH_COMMANDS.append(_add_bench_drafting)
+
+
 # --- bench serve (cad_outlines/bench/serve.py, docs/serving.md; needs vLLM) ----------------
 
 
@@ -525,10 +638,11 @@ def _add_bench_serve(bench: argparse._SubParsersAction) -> None:
 
     p = bench.add_parser(
         "serve",
-        help="N concurrent edits on one vLLM engine: regeneration vs CaD (needs vLLM)",
-        description="Oracle-forced edits of a corpus, all submitted at once to one vLLM engine "
-                    "with prefix caching: full regeneration vs CaD continuation requests; "
-                    "see docs/serving.md.")
+        help="N concurrent edits on vLLM: regeneration vs n-gram speculation vs CaD (needs vLLM)",
+        description="Edits of a corpus, all submitted at once to vLLM with prefix caching: full "
+                    "regeneration (gold forced), vLLM's n-gram speculative decoding (a second engine; "
+                    "plus a replay of its drafter on the gold) and CaD continuation requests (oracle "
+                    "program forced); see docs/serving.md.")
     add_arguments(p)
     p.set_defaults(func=_run_bench_serve)
 

@@ -4,9 +4,9 @@ The program language of one document is regular, so it can be compiled two ways
 through Outlines' own backends:
 
 * **llguidance** (the default): the specialised grammar through
-  :func:`cad_outlines.constraint.compile_grammar` (``LLGuidanceBackend``), driven by
-  :class:`~cad_outlines.constraint.ProgramConstraint`;
-* **outlines_core**: :func:`cad_outlines.grammar.program_regex` through
+  :func:`cad_outlines.decoding.constraint.compile_grammar` (``LLGuidanceBackend``), driven by
+  :class:`~cad_outlines.decoding.constraint.ProgramConstraint`;
+* **outlines_core**: :func:`cad_outlines.language.grammar.program_regex` through
   ``OutlinesCoreBackend(model).get_regex_logits_processor`` (an ``outlines_core.Index``
   over the whole vocabulary), walked with an ``outlines_core.Guide``.
 
@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..errors import InputError
+from ..language.syntax import GEN_CLOSE, GEN_OPEN, split_lines
 from . import _common
 
 __all__ = ["ConstraintConfig", "FAMILIES", "format_constraint", "forced_ids", "run_constraint"]
@@ -102,7 +103,7 @@ def run_constraint(cases: Sequence[Any], cfg: ConstraintConfig, progress: bool =
     Parameters
     ----------
     cases
-        Corpus cases (:func:`cad_outlines.corpus.load_corpus`); ``cfg.case`` names the one
+        Corpus cases (:func:`cad_outlines.tools.corpus.load_corpus`); ``cfg.case`` names the one
         whose oracle program is forced.
     cfg
         What to measure.
@@ -116,14 +117,14 @@ def run_constraint(cases: Sequence[Any], cfg: ConstraintConfig, progress: bool =
         ``setup``, per size its ``llguidance``, ``outlines_core`` and ``agreement``
         records, and ``stopped`` when a limit ended the worker.
     """
-    from ..oracle import oracle_program
-    from ..program import render
+    from ..language.oracle import oracle_program
+    from ..language.program import render
 
     by_id = {case.id: case for case in cases}
     if cfg.case not in by_id:
         raise InputError(f"case {cfg.case!r} is not in the corpus ({len(cases)} cases)")
     case = by_id[cfg.case]
-    doc_lines = len(case.doc.splitlines())
+    doc_lines = len(split_lines(case.doc))
     if doc_lines > min(cfg.sizes):
         raise InputError(f"case {cfg.case!r} has {doc_lines} lines: its program does not fit a "
                          f"{min(cfg.sizes)}-line document (use sizes >= {doc_lines})")
@@ -231,9 +232,9 @@ def _measure_family(family: str, program_text: str, cfg: ConstraintConfig, send:
     from outlines.backends.llguidance import LLGuidanceBackend
     from outlines.backends.outlines_core import OutlinesCoreBackend
 
-    from .. import models
+    from ..tools import models
     from ..adapters import get_adapter
-    from ..constraint import ProgramConstraint, compile_grammar, tokenizer_setup_seconds
+    from ..decoding.constraint import ProgramConstraint, compile_grammar, tokenizer_setup_seconds
 
     send({"type": "phase", "what": "model load"})
     started = time.perf_counter()
@@ -294,7 +295,7 @@ def forced_ids(adapter: Any, program_text: str) -> list[int]:
     A copy tag ends on a token boundary in the decode loop (the splice follows it), so
     the text is cut after every copy tag and each segment is tokenized on its own.
     """
-    from ..program import COPY_TAG_RE
+    from ..language.syntax import COPY_TAG_RE
 
     cuts = [m.end() for m in COPY_TAG_RE.finditer(program_text)] + [len(program_text)]
     ids: list[int] = []
@@ -311,7 +312,7 @@ def _llguidance_size(model: Any, n: int, ids: Sequence[int], regions: Sequence[s
     import llguidance
     import llguidance.torch
 
-    from ..constraint import ProgramConstraint, compile_grammar
+    from ..decoding.constraint import ProgramConstraint, compile_grammar
 
     compile_s, matcher_s, first_mask_s = [], [], []
     for _ in range(repeats):
@@ -366,7 +367,7 @@ def _outlines_core_size(backend: Any, n: int, ids: Sequence[int], regions: Seque
     from outlines_core import Guide
     from outlines_core.kernels.torch import allocate_token_bitmask, fill_next_token_bitmask
 
-    from ..grammar import program_regex
+    from ..language.grammar import program_regex
 
     build_s: list[float] = []
     processor = None
@@ -439,6 +440,8 @@ def _agreement(compiled: Any, index: Any, ids: Sequence[int], texts: Sequence[st
     from outlines_core import Guide
     from outlines_core.kernels.torch import allocate_token_bitmask, fill_next_token_bitmask
 
+    from ..decoding.constraint import bitmask_to_mask
+
     tok = compiled.llg_tokenizer
     width = tok.vocab_size
     matcher = llguidance.LLMatcher(tok, compiled.grammar_spec)
@@ -457,8 +460,8 @@ def _agreement(compiled: Any, index: Any, ids: Sequence[int], texts: Sequence[st
         region = _region(texts[step])
         llguidance.torch.fill_next_token_bitmask(matcher, llg_bits, 0)
         fill_next_token_bitmask(guide, oc_bits)
-        a = np.unpackbits(llg_bits.numpy().view(np.uint8), bitorder="little")[:width].astype(bool)
-        b = np.unpackbits(oc_bits.numpy().view(np.uint8), bitorder="little")[:width].astype(bool)
+        a = bitmask_to_mask(llg_bits[0], width).numpy()
+        b = bitmask_to_mask(oc_bits[0], width).numpy()
         sides = {"only_llguidance": np.flatnonzero(a & ~b), "only_outlines_core": np.flatnonzero(b & ~a)}
         if any(len(v) for v in sides.values()):
             differing[region] += 1
@@ -507,7 +510,7 @@ def _prefixes(tok: Any, ids: Sequence[int]) -> list[str]:
 
 def _region(text: str) -> str:
     """``body`` inside a gen body, ``structure`` elsewhere (tags, program open/close)."""
-    return "body" if text.rfind("<gen>") > text.rfind("</gen>") else "structure"
+    return "body" if text.rfind(GEN_OPEN) > text.rfind(GEN_CLOSE) else "structure"
 
 
 def _stats(values: Sequence[float], regions: Sequence[str]) -> dict[str, Any]:

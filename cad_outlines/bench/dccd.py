@@ -18,13 +18,12 @@ feasible mass (α), projection tax and accuracy.
 Everything is seeded: byte-level BPE tokenizer trained with ``tokenizers``, a small
 ``Qwen2ForCausalLM`` trained with AdamW, evaluation wrapped the Outlines way
 (``outlines.from_transformers``) and decoded with
-:class:`cad_outlines.dccd.DraftConditionedGenerator`.
+:class:`cad_outlines.decoding.dccd.DraftConditionedGenerator`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import random
 import re
 import statistics
@@ -35,8 +34,10 @@ from typing import Any, Sequence
 
 import torch
 
-from ..dccd import DraftConditionedGenerator, select
+from ..decoding.dccd import DraftConditionedGenerator, select
+from ..tools.sft import IGNORE
 from ._common import environment
+from ._train import Row, byte_level_bpe, optimizer, train_step
 
 __all__ = ["BenchConfig", "PROJECTION_TEMPLATE", "format_table", "run"]
 
@@ -161,16 +162,9 @@ def _corpus_for_tokenizer(split: _Split) -> list[str]:
 
 def build_tokenizer(texts: Sequence[str], vocab_size: int):
     """Byte-level BPE trained on ``texts``, as a ``PreTrainedTokenizerFast``."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    tk = Tokenizer(models.BPE())
-    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tk.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS, PAD],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    tk.train_from_iterator(texts, trainer)
+    tk = byte_level_bpe(texts, vocab_size, [EOS, PAD])
     return PreTrainedTokenizerFast(tokenizer_object=tk, eos_token=EOS, pad_token=PAD)
 
 
@@ -190,12 +184,12 @@ def build_model(tok: Any, cfg: BenchConfig):
     return Qwen2ForCausalLM(config)
 
 
-def _example(tok: Any, prompt: str, completion: str) -> tuple[list[int], int]:
+def _example(tok: Any, prompt: str, completion: str) -> Row:
     # Prompt and completion tokenised apart, as at inference (prompt encoded, completion
     # emitted token by token); the loss covers the completion and the end token only.
     p = tok(prompt)["input_ids"]
     c = tok(completion)["input_ids"] + [tok.eos_token_id]
-    return p + c, len(p)
+    return p + c, [IGNORE] * len(p) + c
 
 
 def _training_examples(tok: Any, split: _Split, rng: random.Random):
@@ -220,36 +214,14 @@ def train(model: Any, tok: Any, split: _Split, cfg: BenchConfig, progress: bool 
 
     rng = random.Random(cfg.seed + 1)
     prose, proj = _training_examples(tok, split, rng)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01, betas=(0.9, 0.98))
-    warm = max(1, cfg.steps // 20)
-
-    def lr_at(step: int) -> float:
-        if step < warm:
-            return (step + 1) / warm
-        return 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, cfg.steps - warm)))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+    opt, sched = optimizer(model, cfg.lr, cfg.steps)
     model.train()
     losses = []
     n_proj = round(cfg.batch_size * cfg.projection_share)
     bar = tqdm(range(cfg.steps), desc="train", disable=not progress, file=sys.stderr)
     for _ in bar:
         batch = rng.sample(prose, cfg.batch_size - n_proj) + rng.sample(proj, min(n_proj, len(proj)))
-        width = max(len(ids) for ids, _ in batch)
-        ids = torch.full((len(batch), width), tok.pad_token_id, dtype=torch.long)
-        labels = torch.full((len(batch), width), -100, dtype=torch.long)
-        attn = torch.zeros((len(batch), width), dtype=torch.long)
-        for i, (seq, start) in enumerate(batch):
-            ids[i, :len(seq)] = torch.tensor(seq)
-            attn[i, :len(seq)] = 1
-            labels[i, start:len(seq)] = torch.tensor(seq[start:])
-        loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        losses.append(float(loss.detach()))
+        losses.append(train_step(model, opt, sched, batch, tok.pad_token_id))
         if len(losses) % 20 == 0:
             bar.set_postfix(loss=f"{statistics.fmean(losses[-20:]):.3f}")
     model.eval()

@@ -13,7 +13,7 @@ Every case of the corpus is decoded, with the same model in the same process, si
     (:class:`ForcingProcessor`) that then keeps only the oracle program's next token.
     No splice, no fast-forward: one forward per program token.
 ``cad``
-    :class:`~cad_outlines.generator.CaDGenerator` with ``force_program=oracle`` (splice,
+    :class:`~cad_outlines.decoding.generator.CaDGenerator` with ``force_program=oracle`` (splice,
     fast-forward and tag drafting on: the defaults).
 ``cad_nodraft``
     The same with ``draft_tags=False``: the straightforward mechanism, one forward per
@@ -23,9 +23,21 @@ Every case of the corpus is decoded, with the same model in the same process, si
 ``cad_plain``
     ``splice=False, fast_forward=False, draft_tags=False``: the same work as (b), in our
     loop.
+``pld_k{k}_n{n}`` (one per :attr:`E2EConfig.pld` setting)
+    Prompt-lookup decoding, the peer an editor would otherwise use: transformers'
+    ``PromptLookupCandidateGenerator`` drafts, the model is teacher-forced to the gold,
+    every verify forward runs (:mod:`.pld`). Its prompt is the plain one (instruction and
+    the document verbatim: no format statement, no line numbers).
 
-Speed-ups compare the **generation phase** (wall time after the prompt's prefill,
-which all six share); ``*_with_prefill`` figures include it. ``bnd_exact`` comes from a
+``E2EConfig.skip`` leaves out ablation runs (``cad_nodraft``, ``cad_nosplice``,
+``cad_plain``, ``outlines``) to shorten a run; ``regen`` and ``cad`` always run.
+
+Speed-ups compare the **generation phase** (wall time after the prompt's prefill);
+``speedup_prompt_included`` adds each method's own prefill, against regeneration with
+the plain prompt (the regen run's generation phase plus the plain prompt's prefill,
+measured in the first PLD run): what a user who regenerates pays. The CaD prompt's extra
+prefill (format statement, line numbers) is thus charged to CaD and Outlines only.
+``speedup_with_prefill`` is the older figure against regeneration with the CaD prompt. ``bnd_exact`` comes from a
 kernel curve measured in the same run (``logits_to_keep=1``, as the generator runs).
 Weights are random: speed does not depend on them, but no figure here says anything
 about what a trained model would choose.
@@ -33,32 +45,39 @@ about what a trained model would choose.
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
 import time
 import warnings
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import torch
 from outlines.processors.base_logits_processor import OutlinesLogitsProcessor
 
-from ..ceiling import case_ceiling
-from ..corpus import Case
+from ..tools.ceiling import case_ceiling
+from ..tools.corpus import Case
 from ..errors import InputError
-from ..generator import CaDGenerator
-from ..grammar import load_grammar, specialize
-from ..oracle import oracle_program
-from ..program import parse, render
-from ..resolver import resolve
+from ..language.syntax import split_lines
+from ..decoding.generator import CaDGenerator
+from ..language.grammar import load_grammar, specialize
+from ..language.oracle import oracle_program
+from ..language.program import parse, render
+from ..language.resolver import resolve
 from . import _common
 from ._loop import clocked_generator, cpu_run, regen_baseline
 from .bounds import KernelCurve, compute_bounds, kernel_from_dict
 from .kernel import KernelConfig, measure_kernel
+from .pld import PLDSetting, plain_prompt_ids, run_pld
 
-__all__ = ["E2EConfig", "ForcingProcessor", "build_model", "format_e2e", "kernel_config", "plot_e2e", "run_e2e",
-           "select_cases"]
+__all__ = ["E2EConfig", "ForcingProcessor", "build_model", "format_e2e", "kernel_config", "plot_e2e",
+           "report_from_checkpoint", "run_e2e", "select_cases"]
 
 RUNS = ("regen", "outlines", "cad", "cad_nodraft", "cad_nosplice", "cad_plain")
+#: The runs ``E2EConfig.skip`` may leave out.
+OPTIONAL_RUNS = ("outlines", "cad_nodraft", "cad_nosplice", "cad_plain")
 
 
 @dataclass(frozen=True)
@@ -76,8 +95,20 @@ class E2EConfig:
     kernel_trials: int = 1
     kernel_max_n: int = 256
     kernel_prefix: Optional[int] = None  # None: the mean prompt length of the cases
+    #: PLD settings "k:n": transformers' default, and the best of k in {10, 20, 64} x
+    #: n in {2, 3} on held-out cases of all three corpora (docs/benchmarks.md).
+    pld: tuple[str, ...] = ("10:2", "20:3")
+    skip: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "pld", tuple(self.pld))
+        object.__setattr__(self, "skip", tuple(self.skip))
+        for setting in self.pld:
+            PLDSetting.parse(setting)
+        unknown = [name for name in self.skip if name not in OPTIONAL_RUNS]
+        if unknown:
+            raise InputError(f"skip: {', '.join(unknown)} cannot be skipped; the optional runs are "
+                             f"{', '.join(OPTIONAL_RUNS)}")
         if self.order not in ("file", "size"):
             raise InputError(f"order must be 'file' or 'size', got {self.order!r}")
         if self.limit is not None and self.limit < 1:
@@ -177,7 +208,7 @@ def run_outlines(model: Any, document: str, instruction: str, program_text: str,
     import outlines
     from transformers import StoppingCriteriaList
 
-    grammar = specialize(load_grammar("lines"), len(document.split("\n")), "lines")
+    grammar = specialize(load_grammar("lines"), len(split_lines(document)), "lines")
     clock = time.perf_counter()
     generator = outlines.Generator(model, outlines.types.CFG(grammar))
     setup = time.perf_counter() - clock
@@ -217,8 +248,16 @@ class InexactRunError(RuntimeError):
     """A run that did not reproduce the gold (its timing would not be comparable)."""
 
 
-def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs: Any) -> dict[str, Any]:
-    """All six runs of one case, its ceiling figures and bounds.
+def run_names(cfg: E2EConfig) -> tuple[str, ...]:
+    """The runs of each case, in report order."""
+    return (tuple(name for name in RUNS if name not in cfg.skip)
+            + tuple(PLDSetting.parse(s).name for s in cfg.pld))
+
+
+def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs: Any,
+             pld: Sequence[str] = (), skip: Sequence[str] = ()) -> dict[str, Any]:
+    """The runs of one case (all six but ``skip``, then one per ``pld`` setting), its
+    ceiling figures and bounds.
 
     Raises
     ------
@@ -239,18 +278,27 @@ def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs
     regen, regen_clock = clocked_generator(model, case.doc, max_new_tokens=T + 64)
     budget = len(adapter.encode(program_text)) + 64
     runs: dict[str, Any] = {"regen": regen_baseline(regen, regen_clock, instruction, case.gold)}
-    runs["outlines"] = run_outlines(model, case.doc, instruction, program_text, adapter)
+    if "outlines" not in skip:
+        runs["outlines"] = run_outlines(model, case.doc, instruction, program_text, adapter)
     runs["cad"] = _cad_run(model, case, instruction, ops, budget)
-    runs["cad_nodraft"] = _cad_run(model, case, instruction, ops, budget, draft_tags=False)
-    runs["cad_nosplice"] = _cad_run(model, case, instruction, ops, budget, splice=False)
-    runs["cad_plain"] = _cad_run(model, case, instruction, ops, budget, splice=False,
-                                 fast_forward=False, draft_tags=False)
+    ablations = {"cad_nodraft": {"draft_tags": False}, "cad_nosplice": {"splice": False},
+                 "cad_plain": {"splice": False, "fast_forward": False, "draft_tags": False}}
+    for name, options in ablations.items():
+        if name not in skip:
+            runs[name] = _cad_run(model, case, instruction, ops, budget, **options)
+    plain_ids = plain_prompt_ids(model.hf_tokenizer, case.doc, instruction)
+    gold_ids = adapter.encode(case.gold)
+    for text in pld:
+        setting = PLDSetting.parse(text)
+        runs[setting.name] = run_pld(model.model, plain_ids, gold_ids, setting, adapter.eos_token_id,
+                                     max_new_tokens=T + 64)
     inexact = [name for name, run in runs.items() if not run.get("exact", run.get("program_ok"))]
     if inexact:
         raise InexactRunError(f"case {case.id!r}: run(s) {', '.join(inexact)} did not reproduce "
                               "the gold")
     realized = runs["regen"]["gen_seconds"] / runs["cad"]["gen_seconds"]
-    return {"id": case.id, "lines": len(case.doc.split("\n")), "prompt_tokens": len(prompt_ids),
+    return {"id": case.id, "lines": len(split_lines(case.doc)), "prompt_tokens": len(prompt_ids),
+            "plain_prompt_tokens": len(plain_ids),
             "T": T, "T_gen": bounds.T_gen, "spans": spans, "bounds": bounds.as_dict(),
             "runs": runs, "realized": realized, "ratio": realized / bounds.bnd_exact}
 
@@ -271,19 +319,22 @@ def build_model(cfg: E2EConfig) -> Any:
     """The preset's random-weight model, wrapped by ``outlines.from_transformers``."""
     import outlines
 
-    from .. import models
+    from ..tools import models
 
     hf_model, tokenizer = models.build(cfg.preset, seed=cfg.seed, dtype=cfg.dtype, device=cfg.device)
     return outlines.from_transformers(hf_model, tokenizer)
 
 
 def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
-            model: Any = None, kernel_record: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+            model: Any = None, kernel_record: Optional[dict[str, Any]] = None,
+            checkpoint: Optional[str | os.PathLike] = None) -> dict[str, Any]:
     """Run the benchmark on ``cases`` (already loaded) and pool the results.
 
     ``model``: an Outlines transformers model to use instead of building ``cfg.preset``.
     ``kernel_record``: a kernel measured with the same model in the same process (by
-    ``bench all``) instead of measuring one here.
+    ``bench all``) instead of measuring one here. ``checkpoint``: a JSON-lines file that
+    gets each case's record (or failure) as soon as it is done, so that a long run cut
+    short still leaves its finished cases (the file is started afresh).
     """
     chosen = select_cases(cases, cfg.order, cfg.limit)
     if not chosen:
@@ -302,14 +353,21 @@ def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
         # Warm-up: every path once on a 4-line edit (first-call costs of transformers'
         # generate, Outlines' processor and our loop are not the cases' to pay).
         run_case(model, Case("warm-up", "a = 1\nb = 2\nc = 3\n", "a = 1\nb = 5\nc = 3\n"),
-                 cfg.instruction, curve, kernel.costs)
+                 cfg.instruction, curve, kernel.costs, cfg.pld, cfg.skip)
         results, failures = [], []
+        if checkpoint is not None:
+            Path(checkpoint).write_text("")
         bar = _common.progress(chosen, desc=f"e2e {cfg.preset}", unit="case", disable=not progress)
         for case in bar:
             try:
-                results.append(run_case(model, case, cfg.instruction, curve, kernel.costs))
+                record = run_case(model, case, cfg.instruction, curve, kernel.costs, cfg.pld, cfg.skip)
+                results.append(record)
             except Exception as err:  # a case that fails is reported, not hidden
-                failures.append({"id": case.id, "error": f"{type(err).__name__}: {err}"})
+                record = {"id": case.id, "error": f"{type(err).__name__}: {err}"}
+                failures.append(record)
+            if checkpoint is not None:
+                with open(checkpoint, "a", encoding="utf-8") as out:
+                    out.write(json.dumps(record, ensure_ascii=False) + "\n")
         wall = time.perf_counter() - started
         env = _common.environment(threads=cfg.threads)  # inside: torch_threads is the run's
     return {"config": asdict(cfg), "kernel": kernel_record, "cases": results, "failures": failures,
@@ -318,17 +376,54 @@ def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
             "env": env}
 
 
+def report_from_checkpoint(checkpoint: str | os.PathLike, kernel_record: dict[str, Any],
+                           config: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """The report of a run cut short: its checkpoint's cases pooled with its kernel.
+
+    ``checkpoint`` is the JSON-lines file :func:`run_e2e` wrote (``e2e.partial.jsonl``
+    in a ``bench all`` folder); ``kernel_record`` the kernel of the same run. The report
+    has the shape :func:`run_e2e` returns, with ``partial: True``, ``wall_seconds: None``
+    and the environment of the pooling (the run's own is in its ``suite.json``).
+
+    Raises
+    ------
+    InputError
+        If the file holds a line that is not JSON.
+    """
+    results, failures = [], []
+    for number, line in enumerate(Path(checkpoint).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise InputError(f"{checkpoint}:{number}: not a JSON line ({err.msg})") from None
+        (failures if "error" in record else results).append(record)
+    kernel = kernel_from_dict(kernel_record)
+    curve = kernel.curve("keep1")
+    cpu_curve = (KernelCurve(tuple(kernel_record["n"]), tuple(kernel_record["s_keep1_cpu"]))
+                 if "s_keep1_cpu" in kernel_record else None)
+    return {"config": config or {}, "kernel": kernel_record, "cases": results, "failures": failures,
+            "pooled": pool(results, curve, kernel.costs, cpu_curve) if results else None,
+            "wall_seconds": None, "partial": True, "env": _common.environment()}
+
+
 def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any,
          cpu_curve: Optional[KernelCurve] = None) -> dict[str, Any]:
     """Pooled speed-ups, the gap breakdown and the loop-overhead comparison.
 
     With ``cpu_curve`` (the kernel in process CPU time), ``cpu`` holds the same
-    speed-ups from CPU seconds and the ratio to ``bnd_exact`` of that curve.
+    speed-ups from CPU seconds and the ratio to ``bnd_exact`` of that curve. The runs are
+    those of the first case (every case has the same).
     """
-    total = {name: {} for name in RUNS}
-    for name in RUNS:
-        for key in ("gen_seconds", "total_seconds"):
-            total[name][key] = sum(r["runs"][name][key] for r in results)
+    names = list(results[0]["runs"])
+    pld = [name for name in names if name.startswith("pld_")]
+
+    def sums(name: str, keys: Sequence[str]) -> dict[str, float]:
+        return {k: sum(r["runs"][name][k] for r in results) for k in keys}
+
+    total = {name: sums(name, ("gen_seconds", "total_seconds", "prefill_seconds", "forward_passes"))
+             for name in names}
     T = sum(r["T"] for r in results)
     T_gen = sum(r["T_gen"] for r in results)
     spans = [n for r in results for n in r["spans"]]
@@ -338,13 +433,14 @@ def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any,
     def speedup(name: str, key: str = "gen_seconds") -> float:
         return regen[key] / total[name][key]
 
+    # Prompt-included: against regeneration with the plain prompt, whose prefill the
+    # first PLD run measured (without PLD, against regeneration with the CaD prompt).
+    plain_prefill = total[pld[0]]["prefill_seconds"] if pld else regen["prefill_seconds"]
+    regen_plain_total = regen["gen_seconds"] + plain_prefill
     realized = speedup("cad")
-    cad = {k: sum(r["runs"]["cad"][k] for r in results)
-           for k in ("decoded_tokens", "forced_tokens", "copied_tokens", "splices", "forward_passes",
-                     "draft_tokens", "draft_accepted", "forwards_saved", "constraint_seconds",
-                     "draft_seconds", "forward_seconds", "splice_seconds", "gen_seconds")}
-    nodraft = {k: sum(r["runs"]["cad_nodraft"][k] for r in results)
-               for k in ("forward_passes", "forward_seconds", "splice_seconds", "gen_seconds")}
+    cad = sums("cad", ("decoded_tokens", "forced_tokens", "copied_tokens", "splices", "forward_passes",
+                       "draft_tokens", "draft_accepted", "forwards_saved", "constraint_seconds",
+                       "draft_seconds", "forward_seconds", "splice_seconds", "gen_seconds"))
     tau = costs.tau
     ideal_splice = tau * sum(n / curve(n) for n in spans)
     gap = {
@@ -369,54 +465,79 @@ def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any,
         "draft_tokens": cad["draft_tokens"],
         "draft_accepted": cad["draft_accepted"],
         "forwards_saved": cad["forwards_saved"],
-        "nodraft_forward_passes": nodraft["forward_passes"],
-        "nodraft_gen_seconds": nodraft["gen_seconds"],
     }
-    plain = {k: sum(r["runs"]["cad_plain"][k] for r in results)
-             for k in ("decoded_tokens", "constraint_seconds", "forward_seconds", "gen_seconds")}
-    outl = {k: sum(r["runs"]["outlines"][k] for r in results)
-            for k in ("tokens", "gen_seconds", "total_seconds")}
+    if "cad_nodraft" in names:
+        nodraft = sums("cad_nodraft", ("forward_passes", "gen_seconds"))
+        gap["nodraft_forward_passes"] = nodraft["forward_passes"]
+        gap["nodraft_gen_seconds"] = nodraft["gen_seconds"]
     regen_tokens = sum(r["runs"]["regen"]["tokens"] for r in results)
-    overhead = {
+    overhead: dict[str, Any] = {
         "tau_kernel": tau,
         "c_mask_plus_c_sync": costs.c_mask + costs.c_sync,
         "c_mask_plus_c_sync_over_tau": costs.loop_overhead_fraction,
         "regen_seconds_per_token": regen["gen_seconds"] / regen_tokens,
-        "cad_plain_seconds_per_token": plain["gen_seconds"] / plain["decoded_tokens"],
-        "cad_plain_constraint_seconds_per_token": plain["constraint_seconds"] / plain["decoded_tokens"],
-        "outlines_seconds_per_token": outl["gen_seconds"] / outl["tokens"],
-        "cad_plain_tokens": plain["decoded_tokens"],
-        "outlines_tokens": outl["tokens"],
-        "outlines_over_cad_plain_gen": outl["gen_seconds"] / plain["gen_seconds"],
-        "outlines_over_cad_plain_total": outl["total_seconds"] / sum(
-            r["runs"]["cad_plain"]["total_seconds"] for r in results),
     }
-    overhead["cad_plain_extra_per_token"] = (overhead["cad_plain_seconds_per_token"]
-                                             - overhead["regen_seconds_per_token"])
+    if "cad_plain" in names:
+        plain = sums("cad_plain", ("decoded_tokens", "constraint_seconds", "forward_seconds", "gen_seconds",
+                                   "total_seconds"))
+        overhead["cad_plain_seconds_per_token"] = plain["gen_seconds"] / plain["decoded_tokens"]
+        overhead["cad_plain_constraint_seconds_per_token"] = plain["constraint_seconds"] / plain["decoded_tokens"]
+        overhead["cad_plain_tokens"] = plain["decoded_tokens"]
+        overhead["cad_plain_extra_per_token"] = (overhead["cad_plain_seconds_per_token"]
+                                                 - overhead["regen_seconds_per_token"])
+    if "outlines" in names:
+        outl = sums("outlines", ("tokens", "gen_seconds", "total_seconds"))
+        overhead["outlines_seconds_per_token"] = outl["gen_seconds"] / outl["tokens"]
+        overhead["outlines_tokens"] = outl["tokens"]
+        if "cad_plain" in names:
+            overhead["outlines_over_cad_plain_gen"] = outl["gen_seconds"] / plain["gen_seconds"]
+            overhead["outlines_over_cad_plain_total"] = outl["total_seconds"] / plain["total_seconds"]
+    prompt = {
+        "cad_prompt_tokens": sum(r["prompt_tokens"] for r in results),
+        "plain_prompt_tokens": sum(r.get("plain_prompt_tokens", r["prompt_tokens"]) for r in results),
+        "cad_prefill_seconds": regen["prefill_seconds"],  # regen reads the CaD prompt, with no draft
+        "plain_prefill_seconds": plain_prefill,
+    }
+    prompt["tokens_ratio"] = prompt["cad_prompt_tokens"] / prompt["plain_prompt_tokens"]
+    prompt["prefill_ratio"] = prompt["cad_prefill_seconds"] / prompt["plain_prefill_seconds"]
+    pld_stats = {name: {**sums(name, ("forward_passes", "draft_tokens", "draft_accepted", "tokens")),
+                        "k": results[0]["runs"][name]["k"], "n": results[0]["runs"][name]["n"]}
+                 for name in pld}
     ratios = [r["ratio"] for r in results]
     cpu = None
     if cpu_curve is not None:
-        cpu_total = {name: sum(r["runs"][name]["cpu_gen_seconds"] for r in results) for name in RUNS}
+        cpu_total = {name: sum(r["runs"][name]["cpu_gen_seconds"] for r in results) for name in names}
         cpu_bound = compute_bounds(T, T_gen, spans, cpu_curve).bnd_exact
         cpu_realized = cpu_total["regen"] / cpu_total["cad"]
-        cpu = {"gen_seconds": cpu_total, "bnd_exact": cpu_bound, "realized": cpu_realized,
-               "ratio": cpu_realized / cpu_bound,
-               "speedup": {name: cpu_total["regen"] / cpu_total[name] for name in RUNS},
-               "outlines_over_cad_plain_gen": cpu_total["outlines"] / cpu_total["cad_plain"]}
+        cpu_all = {name: sum(r["runs"][name]["cpu_total_seconds"] for r in results) for name in names}
+        cpu_plain_prefill = (cpu_all[pld[0]] - cpu_total[pld[0]]) if pld else cpu_all["regen"] - cpu_total["regen"]
+        cpu = {"gen_seconds": cpu_total, "total_seconds": cpu_all, "bnd_exact": cpu_bound,
+               "realized": cpu_realized, "ratio": cpu_realized / cpu_bound,
+               "speedup": {name: cpu_total["regen"] / cpu_total[name] for name in names},
+               "speedup_prompt_included": {name: (cpu_total["regen"] + cpu_plain_prefill) / cpu_all[name]
+                                           for name in names if name != "regen"}}
+        if "outlines" in names and "cad_plain" in names:
+            cpu["outlines_over_cad_plain_gen"] = cpu_total["outlines"] / cpu_total["cad_plain"]
     return {
         "n": len(results),
+        "runs": names,
         "T": T, "T_gen": T_gen, "K": len(spans),
         "bounds": bounds.as_dict(),
         "realized": realized,
         "ratio": realized / bounds.bnd_exact,
         "ratio_case_median": statistics.median(ratios),
-        "speedup": {name: speedup(name) for name in RUNS},
-        "speedup_with_prefill": {name: speedup(name, "total_seconds") for name in RUNS},
+        "speedup": {name: speedup(name) for name in names},
+        "speedup_prompt_included": {name: regen_plain_total / total[name]["total_seconds"] for name in names
+                                    if name != "regen"},
+        "speedup_with_prefill": {name: speedup(name, "total_seconds") for name in names},
+        "forward_passes": {name: total[name]["forward_passes"] for name in names},
         "seconds": total,
+        "prompt": prompt,
+        "pld": pld_stats,
         "gap": gap,
         "overhead": overhead,
         "exact": {name: sum(bool(r["runs"][name].get("exact", r["runs"][name].get("program_ok", True)))
-                            for r in results) for name in RUNS},
+                            for r in results) for name in names},
         "cpu": cpu,
     }
 
@@ -424,46 +545,85 @@ def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any,
 # --- reporting ----------------------------------------------------------------------------
 
 
+_LABELS = {
+    "regen": "regeneration (a), CaD prompt",
+    "outlines": "Outlines Generator + CFG, forced (b)",
+    "cad": "**CaD** (defaults)",
+    "cad_nodraft": "CaD draft_tags=False",
+    "cad_nosplice": "CaD splice=False (c)",
+    "cad_plain": "CaD splice=False, fast_forward=False",
+}
+
+
+def _label(name: str, pld: dict[str, Any]) -> str:
+    if name in pld:
+        s = pld[name]
+        return f"PLD k={s['k']}, n={s['n']} (transformers' prompt lookup)"
+    return _LABELS.get(name, name)
+
+
 def format_e2e(report: dict[str, Any], name: str = "") -> str:
-    """Markdown tables: per case, pooled, gap breakdown, loop overhead."""
-    lines = ["| case | T | T_gen | K | regen s | outlines s | cad s | no-draft s | no-splice s "
-             "| plain s | realized | bnd_exact | ratio |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    """Markdown tables: per case, pooled (generation-only and prompt-included), gap
+    breakdown, prompt cost, loop overhead."""
+    names = list(report["cases"][0]["runs"]) if report["cases"] else []
+    short = {"regen": "regen", "outlines": "outlines", "cad": "cad", "cad_nodraft": "no-draft",
+             "cad_nosplice": "no-splice", "cad_plain": "plain"}
+    heads = [short.get(n, n.replace("pld_", "PLD ")) + " s" for n in names]
+    lines = ["generation phase seconds per case (prefill excluded)", "",
+             "| case | T | T_gen | K | " + " | ".join(heads) + " | realized | bnd_exact | ratio |",
+             "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in heads) + " | ---: | ---: | ---: |"]
     for r in report["cases"]:
-        g = {k: r["runs"][k]["gen_seconds"] for k in RUNS}
-        lines.append(f"| {r['id']} | {r['T']} | {r['T_gen']} | {len(r['spans'])} | {g['regen']:.1f} "
-                     f"| {g['outlines']:.1f} | {g['cad']:.1f} | {g['cad_nodraft']:.1f} | {g['cad_nosplice']:.1f} "
-                     f"| {g['cad_plain']:.1f} | {r['realized']:.2f} | {r['bounds']['bnd_exact']:.2f} "
-                     f"| {r['ratio']:.2f} |")
+        g = " | ".join(f"{r['runs'][k]['gen_seconds']:.1f}" for k in names)
+        lines.append(f"| {r['id']} | {r['T']} | {r['T_gen']} | {len(r['spans'])} | {g} "
+                     f"| {r['realized']:.2f} | {r['bounds']['bnd_exact']:.2f} | {r['ratio']:.2f} |")
     for f in report["failures"]:
         lines.append(f"| {f['id']} | failed: {f['error']} |")
     p = report["pooled"]
     if p is None:
         return "\n".join(lines)
     b = p["bounds"]
-    sp, spp = p["speedup"], p["speedup_with_prefill"]
+    sp, spi, fw = p["speedup"], p["speedup_prompt_included"], p["forward_passes"]
+    pr = p["prompt"]
     lines += ["", f"pooled over {p['n']} case(s) {name}: T = {p['T']}, T_gen = {p['T_gen']}, K = {p['K']}",
-              "", "| speed-up over regen (generation phase) | value |", "| --- | ---: |",
+              "", "| speed-up over regeneration | generation only | prompt included | forwards "
+              "(prefill incl.) |", "| --- | ---: | ---: | ---: |"]
+    for run in names:
+        if run == "regen":
+            lines.append(f"| regeneration (a) | 1.00 | 1.00 (plain prompt) | {fw['regen']} |")
+            continue
+        lines.append(f"| {_label(run, p['pld'])} | {sp[run]:.2f} | {spi[run]:.2f} | {fw[run]} |")
+    lines += ["", "| CaD against its bound (generation phase) | value |", "| --- | ---: |",
               f"| **CaD realized** | **{p['realized']:.2f}** |",
               f"| bnd_exact | {b['bnd_exact']:.2f} |",
               f"| **realized / bnd_exact** | **{p['ratio']:.2f}** (case median {p['ratio_case_median']:.2f}) |",
               f"| bnd_m8 / bnd_mean / bnd_fixed / bnd_policy (m* = {b['m_star']}) | {b['bnd_m8']:.2f} / "
-              f"{b['bnd_mean']:.2f} / {b['bnd_fixed']:.2f} / {b['bnd_policy']:.2f} |",
-              f"| CaD draft_tags=False | {sp['cad_nodraft']:.2f} (ratio {sp['cad_nodraft'] / b['bnd_exact']:.2f}) |",
-              f"| CaD splice=False (c) | {sp['cad_nosplice']:.2f} |",
-              f"| CaD splice=False, fast_forward=False | {sp['cad_plain']:.2f} |",
-              f"| Outlines Generator + CFG, forced (b) | {sp['outlines']:.2f} |",
-              f"| CaD realized, prefill included | {spp['cad']:.2f} |"]
+              f"{b['bnd_mean']:.2f} / {b['bnd_fixed']:.2f} / {b['bnd_policy']:.2f} |"]
+    if "cad_nodraft" in sp:
+        lines.append(f"| CaD draft_tags=False / bnd_exact | {sp['cad_nodraft'] / b['bnd_exact']:.2f} |")
+    lines += ["", "| prompt (summed over cases) | CaD prompt | plain prompt (PLD, prompt-included regen) "
+              "| CaD / plain |", "| --- | ---: | ---: | ---: |",
+              f"| tokens | {pr['cad_prompt_tokens']} | {pr['plain_prompt_tokens']} | {pr['tokens_ratio']:.2f} |",
+              f"| prefill seconds | {pr['cad_prefill_seconds']:.2f} | {pr['plain_prefill_seconds']:.2f} "
+              f"| {pr['prefill_ratio']:.2f} |"]
+    if p["pld"]:
+        lines += ["", "| PLD | verify forwards | drafted | accepted | tokens per forward |",
+                  "| --- | ---: | ---: | ---: | ---: |"]
+        for run, s in p["pld"].items():
+            verify = s["forward_passes"] - p["n"]
+            lines.append(f"| k={s['k']}, n={s['n']} | {verify} | {s['draft_tokens']} | {s['draft_accepted']} "
+                         f"| {s['tokens'] / max(1, verify):.2f} |")
     if p.get("cpu"):
         c = p["cpu"]
-        lines += ["", "| same, in process CPU time (robust to other processes' load) | value |",
-                  "| --- | ---: |",
-                  f"| CaD realized | {c['realized']:.2f} |",
-                  f"| bnd_exact (CPU-time kernel curve) | {c['bnd_exact']:.2f} |",
-                  f"| realized / bnd_exact | {c['ratio']:.2f} |",
-                  f"| CaD splice=False (c) / plain / Outlines (b) | {c['speedup']['cad_nosplice']:.2f} / "
-                  f"{c['speedup']['cad_plain']:.2f} / {c['speedup']['outlines']:.2f} |",
-                  f"| Outlines (b) / CaD plain | {c['outlines_over_cad_plain_gen']:.3f} |"]
+        lines += ["", "| same, in process CPU time (robust to other processes' load) | generation only "
+                  "| prompt included |", "| --- | ---: | ---: |"]
+        for run in names:
+            if run != "regen":
+                lines.append(f"| {_label(run, p['pld'])} | {c['speedup'][run]:.2f} "
+                             f"| {c['speedup_prompt_included'][run]:.2f} |")
+        lines += [f"| bnd_exact (CPU-time kernel curve) | {c['bnd_exact']:.2f} | |",
+                  f"| **CaD realized / bnd_exact** | **{c['ratio']:.2f}** | |"]
+        if "outlines_over_cad_plain_gen" in c:
+            lines.append(f"| Outlines (b) / CaD plain | {c['outlines_over_cad_plain_gen']:.3f} |")
     g = p["gap"]
     tau = p["overhead"]["tau_kernel"]
     # Forwards that carried no splice (the prompt's is not in the generation phase); the
@@ -487,23 +647,27 @@ def format_e2e(report: dict[str, Any], name: str = "") -> str:
               f"| constraint (mask, advance, forced runs) | {g['constraint_seconds']:.2f} |",
               f"| drafting (predict, encode, validate) | {g.get('draft_seconds', 0.0):.2f} |",
               f"| other (loop, prompt ids, matcher set-up) | {g['other_seconds']:.2f} |"]
-    if "draft_tokens" in g:
-        lines += ["", f"drafting: {g['draft_accepted']} of {g['draft_tokens']} drafted tokens kept, "
-                  f"{g['forwards_saved']} decode steps without a forward; forward passes "
-                  f"{g['forward_passes']} with drafts vs {g['nodraft_forward_passes']} without "
-                  f"(generation phase {g['measured_gen_seconds']:.2f} s vs {g['nodraft_gen_seconds']:.2f} s)"]
+    drafting = (f"drafting: {g['draft_accepted']} of {g['draft_tokens']} drafted tokens kept, "
+                f"{g['forwards_saved']} decode steps without a forward; {g['forward_passes']} forward passes")
+    if "nodraft_forward_passes" in g:
+        drafting += (f" with drafts vs {g['nodraft_forward_passes']} without (generation phase "
+                     f"{g['measured_gen_seconds']:.2f} s vs {g['nodraft_gen_seconds']:.2f} s)")
+    lines += ["", drafting]
     o = p["overhead"]
     lines += ["", "| loop overhead | value |", "| --- | ---: |",
               f"| tau (kernel) | {o['tau_kernel'] * 1e3:.2f} ms |",
               f"| c_mask + c_sync (kernel) | {o['c_mask_plus_c_sync'] * 1e3:.3f} ms "
               f"({o['c_mask_plus_c_sync_over_tau']:.2%} of tau) |",
-              f"| regen: seconds per token (forward + sync) | {o['regen_seconds_per_token'] * 1e3:.2f} ms |",
-              f"| CaD plain: seconds per decoded token | {o['cad_plain_seconds_per_token'] * 1e3:.2f} ms |",
-              f"| CaD plain: constraint per decoded token | "
-              f"{o['cad_plain_constraint_seconds_per_token'] * 1e3:.3f} ms |",
-              f"| Outlines (b): seconds per token | {o['outlines_seconds_per_token'] * 1e3:.2f} ms |",
-              f"| Outlines (b) / CaD plain, generation phase | {o['outlines_over_cad_plain_gen']:.3f} |",
-              f"| Outlines (b) / CaD plain, prefill included | {o['outlines_over_cad_plain_total']:.3f} |"]
+              f"| regen: seconds per token (forward + sync) | {o['regen_seconds_per_token'] * 1e3:.2f} ms |"]
+    if "cad_plain_seconds_per_token" in o:
+        lines += [f"| CaD plain: seconds per decoded token | {o['cad_plain_seconds_per_token'] * 1e3:.2f} ms |",
+                  f"| CaD plain: constraint per decoded token | "
+                  f"{o['cad_plain_constraint_seconds_per_token'] * 1e3:.3f} ms |"]
+    if "outlines_seconds_per_token" in o:
+        lines.append(f"| Outlines (b): seconds per token | {o['outlines_seconds_per_token'] * 1e3:.2f} ms |")
+    if "outlines_over_cad_plain_gen" in o:
+        lines += [f"| Outlines (b) / CaD plain, generation phase | {o['outlines_over_cad_plain_gen']:.3f} |",
+                  f"| Outlines (b) / CaD plain, prefill included | {o['outlines_over_cad_plain_total']:.3f} |"]
     ex = p["exact"]
     lines += ["", "exact results (document == gold, or program reproduced for Outlines): "
               + ", ".join(f"{k} {v}/{p['n']}" for k, v in ex.items())]
@@ -511,23 +675,29 @@ def format_e2e(report: dict[str, Any], name: str = "") -> str:
 
 
 def plot_e2e(report: dict[str, Any], path: str, title: str = "") -> None:
-    """Per-case realized speed-up against ``bnd_exact`` (with y = x and y = 0.85 x)."""
+    """Per-case speed-up against ``bnd_exact`` (with y = x and y = 0.85 x): CaD, and each
+    PLD run (generation phase, over the same regeneration)."""
     plt = _common.pyplot()
     fig, ax = plt.subplots(figsize=(4.6, 4.2))
     xs = [r["bounds"]["bnd_exact"] for r in report["cases"]]
     ys = [r["realized"] for r in report["cases"]]
-    ax.scatter(xs, ys, s=18, label="cases")
+    ax.scatter(xs, ys, s=18, label="CaD, cases")
+    pld = [name for name in (report["cases"][0]["runs"] if report["cases"] else ()) if name.startswith("pld_")]
+    for marker, name in zip("xv+^", pld):
+        speed = [r["runs"]["regen"]["gen_seconds"] / r["runs"][name]["gen_seconds"] for r in report["cases"]]
+        ys += speed
+        ax.scatter(xs, speed, s=18, marker=marker, label=name.replace("pld_", "PLD "))
     if report["pooled"]:
         p = report["pooled"]
         ax.scatter([p["bounds"]["bnd_exact"]], [p["realized"]], marker="*", s=120, color="tab:red",
-                   label=f"pooled (ratio {p['ratio']:.2f})")
+                   label=f"CaD pooled (ratio {p['ratio']:.2f})")
     top = max(xs + ys + [1.0]) * 1.1
     ax.plot([0, top], [0, top], color="grey", lw=0.8, label="realized = bound")
     ax.plot([0, top], [0, 0.85 * top], color="grey", lw=0.8, ls="--", label="0.85 x bound")
     ax.set_xlim(0, top)
     ax.set_ylim(0, top)
     ax.set_xlabel("bnd_exact (kernel curve of the same run)")
-    ax.set_ylabel("realized speed-up over regeneration")
+    ax.set_ylabel("speed-up over regeneration (generation phase)")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     ax.set_title(title or f"{report['config']['preset']} e2e (random weights)", fontsize=9)

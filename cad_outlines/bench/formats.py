@@ -47,12 +47,13 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
-from ..ceiling import DEFAULT_MIN_SPAN, oracle_for
-from .. import diffs
-from ..corpus import Case
+from ..tools.ceiling import DEFAULT_MIN_SPAN, oracle_for
+from ..tools import diffs
+from ..tools.corpus import Case
 from ..errors import InputError
-from ..program import parse, render
-from ..resolver import resolve, split_lines
+from ..language.program import parse, render
+from ..language.resolver import resolve
+from ..language.syntax import split_lines
 from . import _common
 
 __all__ = ["FORMATS", "SearchReplace", "apply_search_replace", "format_formats", "run_formats",
@@ -155,7 +156,7 @@ def _grow_until_unique(lines: list[str], block: SearchReplace, place: int) -> Se
 
 
 def unified_diff(doc: str, gold: str, context: int = 3) -> str:
-    """The project's unified diff (:func:`cad_outlines.diffs.unified_diff`) of one case."""
+    """The project's unified diff (:func:`cad_outlines.tools.diffs.unified_diff`) of one case."""
     return diffs.unified_diff(doc, gold, "a/file", "b/file", context)
 
 

@@ -6,7 +6,7 @@ drafts on or off) and samples one program with :class:`~cad_outlines.CaDGenerato
 (the one decode loop; nothing here decodes). :func:`check_result` then checks what the
 project guarantees for a sampled program:
 
-* ``run()`` returns a :class:`~cad_outlines.generator.CaDResult` (no exception escapes);
+* ``run()`` returns a :class:`~cad_outlines.decoding.generator.CaDResult` (no exception escapes);
 * a complete program parses back to ``result.ops``, resolves strictly to
   ``result.document``, and every copy satisfies ``lo <= i <= j <= hi`` (lines
   ``1..n``, tokens ``0..T-1``);
@@ -34,10 +34,10 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .. import program
-from ..generator import CaDGenerator, CaDResult
-from ..program import Copy, CopyTokens, Gen
-from ..resolver import resolve
+from ..language import program, syntax
+from ..decoding.generator import CaDGenerator, CaDResult
+from ..language.program import Copy, CopyTokens, Gen
+from ..language.resolver import resolve
 from . import _common
 
 __all__ = ["BiasedGenerator", "ClosingBias", "FuzzCase", "adversarial_document", "check_result",
@@ -46,10 +46,12 @@ __all__ = ["BiasedGenerator", "ClosingBias", "FuzzCase", "adversarial_document",
 #: Text that must stay ordinary document text: program literals, chat and special-token
 #: spellings, the escape characters.
 HOSTILE_LINES: tuple[str, ...] = (
-    '<copy lines="1-2"/>', '<copy tokens="0-3"/>', "</gen>", "<gen>", "</program>", "<program>",
+    syntax.copy_tag("lines", 1, 2), syntax.copy_tag("tokens", 0, 3), syntax.GEN_CLOSE, syntax.GEN_OPEN,
+    syntax.PROGRAM_CLOSE, syntax.PROGRAM_OPEN,
     "<|im_end|>", "<|im_start|>assistant", "<|endoftext|>", "</s>", "<s>", "<unk>",
     "<｜end▁of▁sentence｜>", "[INST] x [/INST]", "\u27e8gen\u27e9 \u27e8/gen\u27e9 \u27e8\u27e9",
-    "a \u27e8 b \u27e9 c", "<", "</", "<copy", '"/>', "-->",
+    "a \u27e8 b \u27e9 c", syntax.TAG_START, syntax.TAG_START + "/", syntax.COPY_START,
+    syntax.COPY_CLOSE, "-->",
 )
 #: Non-ASCII text: accents, CJK, emoji (astral), combining marks, RTL, zero-width.
 UNICODE_LINES: tuple[str, ...] = (
@@ -142,6 +144,8 @@ class ClosingBias:
     ----------
     adapter
         The generator's adapter (ids come from its encoder, never typed in).
+    temperature
+        The generator's sampling temperature (the bias is scaled by it).
     start_odds
         Log-odds of starting ``</gen>`` (about ``1 / (1 + e**-start_odds)`` per token:
         the default -2 gives bodies of about 8 tokens).
@@ -149,46 +153,41 @@ class ClosingBias:
         Log-odds of continuing a ``</gen>`` already started.
     """
 
-    def __init__(self, adapter: Any, start_odds: float = -2.0, finish_odds: float = 3.0):
+    def __init__(self, adapter: Any, temperature: float, start_odds: float = -2.0,
+                 finish_odds: float = 3.0):
+        self.adapter, self.temperature = adapter, temperature
         self.start_odds, self.finish_odds = start_odds, finish_odds
-        close = program.GEN_CLOSE
+        close = syntax.GEN_CLOSE
         # next_id[k]: the first id of close[k:], the rest of the literal after k bytes.
         self.next_id = [adapter.encode(close[k:])[0] for k in range(len(close))]
         self._close = close.encode()
 
-    def __call__(self, logits: torch.Tensor, allowed: torch.Tensor | None, temperature: float,
-                 tail: bytes) -> torch.Tensor:
-        if allowed is None:
-            return logits
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """A transformers logits processor: ``scores`` are masked (disallowed: ``-inf``)."""
+        allowed = torch.isfinite(scores[0])
         count = int(allowed.sum())
         if count * 2 < allowed.numel():
-            return logits  # not inside a gen body
+            return scores  # not inside a gen body
+        tail = b"".join(self.adapter.token_bytes(int(t)) for t in input_ids[0, -len(self._close):])
         typed = next((k for k in range(len(self._close) - 1, 0, -1) if tail.endswith(self._close[:k])), 0)
         odds = self.finish_odds if typed else self.start_odds
-        biased = logits.clone()
-        biased[self.next_id[typed]] += (math.log(count) + odds) * max(temperature, 1e-6)
+        biased = scores.clone()
+        biased[0, self.next_id[typed]] += (math.log(count) + odds) * max(self.temperature, 1e-6)
         return biased
 
 
 class BiasedGenerator(CaDGenerator):
-    """:class:`CaDGenerator` whose sampling scores carry a :class:`ClosingBias`.
+    """:class:`CaDGenerator` with a :class:`ClosingBias` among its logits processors.
 
-    The bias is applied where a token is chosen (the only override); the decode loop is
-    the parent's. The bytes of the last chosen tokens tell the bias how much of
-    ``</gen>`` is already written.
+    The decode loop is the parent's; the bias enters through the generator's public
+    ``logits_processors`` option.
     """
 
     def __init__(self, model: Any, document: str, *, bias: bool = True, **options: Any):
         super().__init__(model, document, **options)
-        self._closing_bias = ClosingBias(self.adapter) if bias else None
-        self._tail = b""
-
-    def _choose(self, logits, allowed, rng):  # type: ignore[override]
-        if self._closing_bias is not None:
-            logits = self._closing_bias(logits, allowed, self.temperature, self._tail)
-        token = super()._choose(logits, allowed, rng)
-        self._tail = (self._tail + self.adapter.token_bytes(token))[-16:]
-        return token
+        if bias:
+            self.logits_processors = (*self.logits_processors,
+                                      ClosingBias(self.adapter, self.temperature))
 
 
 # -- checking one result ----------------------------------------------------------------
@@ -199,7 +198,7 @@ def check_result(result: Any, gen: CaDGenerator) -> list[str]:
     if not isinstance(result, CaDResult):
         return [f"run() returned {type(result).__name__}, not CaDResult"]
     problems: list[str] = []
-    lo, hi = (1, len(gen.document.split("\n"))) if gen.granularity == "lines" else (
+    lo, hi = (1, len(syntax.split_lines(gen.document))) if gen.granularity == "lines" else (
         0, len(gen.adapter.document_ids(gen.document)) - 1)
     copy_cls = Copy if gen.granularity == "lines" else CopyTokens
     for k, op in enumerate(result.ops):
@@ -288,7 +287,7 @@ def run_fuzz(presets: Sequence[str], runs: int, *, seed: int = 0, max_new_tokens
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
     if load_model is None:
-        from ..models import load as load_model
+        from ..tools.models import load as load_model
     config = dict(presets=list(presets), runs=runs, seed=seed, max_new_tokens=max_new_tokens,
                   bias=bias, min_lines=min_lines, max_lines=max_lines,
                   threads=threads)

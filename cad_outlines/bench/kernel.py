@@ -35,11 +35,11 @@ from typing import Any, Optional
 
 import torch
 
-from .. import program
 from ..errors import InputError
-from ..generator import CaDGenerator
-from ..program import COPY_TAG_RE
-from ..sampler import Sampler, SamplingOptions
+from ..decoding.generator import CaDGenerator
+from ..language.program import Copy, Gen, render
+from ..decoding.sampler import Sampler, SamplingOptions
+from ..language.syntax import COPY_START, COPY_TAG_RE, GEN_OPEN, PROGRAM_CLOSE
 from . import _common
 from ._loop import tag_shape
 from .bounds import KERNEL_KIND, FixedCosts, KernelCurve, m_star, m_star_exact
@@ -48,9 +48,9 @@ __all__ = ["KernelConfig", "format_kernel", "measure_kernel", "plot_kernel", "ru
 
 #: Program prefixes whose every state is timed for ``c_mask`` (gen body) and
 #: ``c_mask_tag`` (inside a copy tag; the kernel's synthetic document has 300 lines).
-GEN_STATE = ('<program><copy lines="1-120"/><gen>\n'
-             "def scale(values, factor):\n    return [v * factor for v in values]\n")
-TAG_STATE = '<program><copy lines="1-120"/><gen>\nx = 1\n</gen><copy lines="123-287"/>'
+GEN_STATE = render([Copy(1, 120)]).removesuffix(PROGRAM_CLOSE) + GEN_OPEN + (
+    "\ndef scale(values, factor):\n    return [v * factor for v in values]\n")
+TAG_STATE = render([Copy(1, 120), Gen("\nx = 1\n"), Copy(123, 287)]).removesuffix(PROGRAM_CLOSE)
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def run_kernel(cfg: KernelConfig, progress: bool = True) -> dict[str, Any]:
     """Build the preset (seeded random weights) and :func:`measure_kernel` it."""
     import outlines
 
-    from .. import models
+    from ..tools import models
 
     with _common.torch_threads(cfg.threads):
         hf_model, tokenizer = models.build(cfg.preset, seed=cfg.seed, dtype=cfg.dtype, device=cfg.device)
@@ -264,11 +264,11 @@ def _time_sync(forward: Any, x: torch.Tensor, cache: Any, prefix: int, reps: int
 def _time_masks(gen: CaDGenerator) -> tuple[float, float]:
     """Median ``allowed()`` + masked argmax over the states of :data:`GEN_STATE` (after
     its ``<gen>``) and of the copy tag that ends :data:`TAG_STATE`."""
-    from ..constraint import ProgramConstraint
+    from ..decoding.constraint import ProgramConstraint
 
     logits = torch.randn(gen.runner.vocab_size, generator=torch.Generator().manual_seed(0))
-    gen_open = GEN_STATE.index(program.GEN_OPEN) + len(program.GEN_OPEN)
-    tag_open = TAG_STATE.rindex("<copy")
+    gen_open = GEN_STATE.index(GEN_OPEN) + len(GEN_OPEN)
+    tag_open = TAG_STATE.rindex(COPY_START)
     greedy = Sampler(SamplingOptions())  # the loop's greedy choice
     out = []
     for text, start in ((GEN_STATE, gen_open), (TAG_STATE, tag_open)):

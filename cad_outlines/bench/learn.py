@@ -4,7 +4,7 @@ No pretrained weights exist in this workplace, so the run trains two same-size m
 from scratch on one synthetic edit family and decodes held-out edits through the real
 loop:
 
-* **CaD**: trained on the SFT rows of :mod:`cad_outlines.sft` (prompt, oracle program,
+* **CaD**: trained on the SFT rows of :mod:`cad_outlines.tools.sft` (prompt, oracle program,
   spliced copies, loss on program tokens); decoded by :class:`CaDGenerator.run` —
   model-chosen, constrained, spliced, nothing forced;
 * **regeneration**: trained on the same prompts with the whole edited file (then the end
@@ -40,12 +40,14 @@ from typing import Any, Sequence
 
 import torch
 
-from ..corpus import Case
-from ..generator import CaDGenerator
-from ..program import ProgramParseError, parse
-from ..resolver import ResolveError, resolve
-from ..sft import IGNORE, RowBuilder
+from ..tools.corpus import Case
+from ..decoding.generator import CaDGenerator
+from ..language.program import ProgramParseError, parse
+from ..language.syntax import GEN_CLOSE, GEN_OPEN, PROGRAM_CLOSE, PROGRAM_OPEN, copy_tag
+from ..language.resolver import ResolveError, resolve
+from ..tools.sft import IGNORE, RowBuilder
 from ._common import environment
+from ._train import Row, byte_level_bpe, optimizer, train_step
 
 __all__ = ["LearnConfig", "format_table", "make_cases", "run"]
 
@@ -149,21 +151,16 @@ def make_cases(cfg: LearnConfig) -> tuple[list[Case], list[Case]]:
 
 def build_tokenizer(cases: Sequence[Case], vocab_size: int) -> Any:
     """Byte-level BPE trained on the cases' prompts and targets, as a fast tokenizer."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import AddedToken
     from transformers import PreTrainedTokenizerFast
 
     from ..adapters._view import format_statement, number_lines
 
-    texts = [format_statement("lines"), "<program></program>", '<copy lines="1-2"/>', "<gen></gen>"]
+    texts = [format_statement("lines"), PROGRAM_OPEN + PROGRAM_CLOSE, copy_tag("lines", 1, 2),
+             GEN_OPEN + GEN_CLOSE]
     for case in cases:
         texts += [case.meta["instruction"], number_lines(case.doc), case.gold]
-    tk = Tokenizer(models.BPE())
-    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tk.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS, PAD],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    tk.train_from_iterator(texts, trainer)
+    tk = byte_level_bpe(texts, vocab_size, [EOS, PAD])
     # The prompt's format statement is the same in every row: one added (non-special)
     # token holds it, which cuts ~170 byte-level pieces from every sequence. The adapter
     # keeps non-special added tokens, so it is still ordinary text to the loop.
@@ -190,8 +187,8 @@ def build_model(tok: Any, cfg: LearnConfig, max_positions: int) -> Any:
 
 @dataclass
 class _Rows:
-    identity: list[tuple[list[int], list[int]]] = field(default_factory=list)
-    edits: list[tuple[list[int], list[int]]] = field(default_factory=list)
+    identity: list[Row] = field(default_factory=list)
+    edits: list[Row] = field(default_factory=list)
 
     def add(self, case: Case, ids: list[int], labels: list[int]) -> None:
         (self.identity if case.meta["kind"] == "identity" else self.edits).append((ids, labels))
@@ -202,7 +199,7 @@ class _Rows:
 
 
 def cad_rows(cases: Sequence[Case], builder: RowBuilder) -> _Rows:
-    """The SFT rows of :mod:`cad_outlines.sft` (oracle program, splice layout)."""
+    """The SFT rows of :mod:`cad_outlines.tools.sft` (oracle program, splice layout)."""
     rows = _Rows()
     for case in cases:
         row = builder.row(case.doc, builder.oracle(case.doc, case.gold), case.meta["instruction"], case.id)
@@ -227,15 +224,7 @@ def train(model: Any, rows: _Rows, pad_id: int, cfg: LearnConfig, name: str,
     from tqdm.auto import tqdm
 
     rng = random.Random(cfg.seed + 1)  # the same batches' composition for both models
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01, betas=(0.9, 0.98))
-    warm_lr = max(1, cfg.steps // 20)
-
-    def lr_at(step: int) -> float:
-        if step < warm_lr:
-            return (step + 1) / warm_lr
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warm_lr) / max(1, cfg.steps - warm_lr)))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+    opt, sched = optimizer(model, cfg.lr, cfg.steps, floor=0.1)
     warmup_steps = int(cfg.steps * cfg.warmup_share)
     losses: list[float] = []
     ema, best, best_step = None, math.inf, 0
@@ -247,21 +236,7 @@ def train(model: Any, rows: _Rows, pad_id: int, cfg: LearnConfig, name: str,
         share = 0.75 if step < warmup_steps else cfg.identity_share
         n_id = min(len(rows.identity), round(cfg.batch_size * share))
         batch = rng.sample(rows.identity, n_id) + rng.sample(rows.edits, cfg.batch_size - n_id)
-        width = max(len(ids) for ids, _ in batch)
-        ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-        labels = torch.full((len(batch), width), IGNORE, dtype=torch.long)
-        attn = torch.zeros((len(batch), width), dtype=torch.long)
-        for i, (seq, lab) in enumerate(batch):
-            ids[i, :len(seq)] = torch.tensor(seq)
-            labels[i, :len(seq)] = torch.tensor(lab)
-            attn[i, :len(seq)] = 1
-        loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        value = float(loss.detach())
+        value = train_step(model, opt, sched, batch, pad_id)
         losses.append(value)
         ema = value if ema is None else 0.95 * ema + 0.05 * value
         if step >= warmup_steps:

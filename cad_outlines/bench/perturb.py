@@ -19,11 +19,12 @@ import random
 import warnings
 from typing import Any, Optional, Sequence
 
-from ..corpus import Case
+from ..tools.corpus import Case
 from ..errors import InputError
-from ..oracle import oracle_program
-from ..program import Copy, Op
-from ..resolver import ResolveWarning, resolve
+from ..language.oracle import oracle_program
+from ..language.program import Copy, Op
+from ..language.resolver import ResolveWarning, resolve
+from ..language.syntax import split_lines
 from . import _common
 
 __all__ = ["format_perturb", "perturb_ops", "plot_perturb", "run_perturb"]
@@ -63,7 +64,7 @@ def run_perturb(cases: Sequence[Case], eps_values: Sequence[int], *, trials: int
         exact = unmoved_count = 0
         failed_cases = set()
         for case, ops in programs:
-            n_lines = len(case.doc.split("\n"))
+            n_lines = len(split_lines(case.doc))
             for trial in range(trials):
                 rng = random.Random(f"{seed}:{eps}:{case.id}:{trial}")
                 new_ops, unmoved = perturb_ops(ops, n_lines, eps, rng)

@@ -1,7 +1,7 @@
-"""``bench serve``: many concurrent edits on one vLLM engine, CaD against regeneration.
+"""``bench serve``: many concurrent edits on vLLM, CaD against regeneration and n-gram speculation.
 
-N edits of a corpus are submitted at once to ONE vLLM engine (continuous batching,
-prefix caching) and run to the end, twice on the same engine and model:
+N edits of a corpus are submitted at once to a vLLM engine (continuous batching, prefix
+caching) and run to the end, in one process, in this order:
 
 ``regen``
     Full regeneration: each edit's gold document teacher-forced after the CaD prompt,
@@ -11,38 +11,57 @@ prefix caching) and run to the end, twice on the same engine and model:
     Copy-as-Decode on vLLM with the oracle program forced
     (:meth:`~cad_outlines.engines.vllm.VLLMEditor.run_many`): one request per stretch of
     program, each splice a prefix-cached continuation.
+``ngram``
+    Regeneration with vLLM's n-gram (prompt-lookup) speculative decoding, the peer a vLLM
+    user would pick. Speculation is an engine-wide setting and vLLM 0.32 refuses custom
+    logits processors with it, so this runs on a second engine (same model, dtype, block
+    size and KV budget), built after the first is shut down. Without a logits processor
+    the gold cannot be teacher-forced: each request is plain greedy decoding of exactly
+    as many tokens as its gold (``min_tokens = max_tokens``), so the work per edit matches
+    ``regen``, but the drafts' acceptance is the random-weight model's, not an editor's.
+``ngram-gold`` (a replay, not a run)
+    What n-gram speculation would do if the model typed the gold: vLLM's own
+    ``NgramProposer`` drafts on the prompt plus the gold so far, greedy verification keeps
+    the drafted tokens equal to the gold's next ones plus one token of the model's.
+    Priced with the ``ngram`` run's measured decode-step times (a least-squares line of
+    step seconds against scheduled tokens; the median step if noise makes the slope
+    negative), after that run's measured prefill phase.
 
-The prefix cache is emptied before each run, so neither inherits the other's prompts.
-
-``ngram`` (vLLM's n-gram speculative decoding) is not run: it cannot be teacher-forced
-on vLLM 0.32. Spec decoding is engine-wide and rejects custom logits processors, and
-forcing through structured outputs needs a token-id grammar (``<[id]>``), which
-llguidance (1.7 and 1.9) loses after the mask-then-rollback sequence spec decoding does
-(the request is then terminated). What the run reports instead is the step count a
-*perfect* model would need under prompt-lookup drafting (:func:`ngram_steps`), an upper
-bound on what n-gram speculation could save in decode steps, not a wall-clock figure.
-
-Weights are random: speed does not depend on them; exact match checks the mechanics.
+The prefix cache is emptied before each run. Weights are random: speed does not depend
+on them; exact match checks the mechanics.
 """
 
 from __future__ import annotations
 
+import gc
+import os
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from ..corpus import Case, load_corpus
-from ..oracle import oracle_program
-from ..program import render
+from ..tools.corpus import Case, load_corpus
+from ..errors import InputError
+from ..language.syntax import split_lines
+from ..language.oracle import oracle_program
+from ..language.program import render
 from . import _common
 
-__all__ = ["ServeConfig", "add_arguments", "format_serve", "main", "ngram_steps", "run_from_args", "run_serve"]
+__all__ = ["ServeConfig", "add_arguments", "format_serve", "main", "ngram_replay", "plot_serve",
+           "price_replay", "run_from_args", "run_serve", "splice_probe"]
+
+RUNS = ("regen", "ngram", "ngram-gold", "cad")
 
 
 @dataclass
 class ServeConfig:
-    """What ``bench serve`` runs (see the module docstring)."""
+    """What ``bench serve`` runs (see the module docstring).
+
+    ``kv_cache_gib`` sizes each engine's KV cache; ``0`` lets vLLM size it from free
+    memory (on a shared CPU machine vLLM then reserves most of the node and may refuse to
+    start). ``ngram_k``, ``ngram_min`` and ``ngram_max`` are vLLM's
+    ``num_speculative_tokens``, ``prompt_lookup_min`` and ``prompt_lookup_max``.
+    """
 
     model: str
     corpus: str
@@ -68,54 +87,79 @@ def select(cases: Sequence[Case], edits: int, max_doc_chars: int) -> list[Case]:
     return fitting[:edits]
 
 
-def ngram_steps(prompt: Sequence[int], gold: Sequence[int], k: int, n_min: int, n_max: int) -> int:
-    """Decode steps prompt-lookup speculation needs when the model always agrees with ``gold``.
+def ngram_replay(prompt: Sequence[int], gold: Sequence[int],
+                 propose: Callable[[list[int]], Sequence[int]]) -> list[tuple[int, int]]:
+    """Replay speculative decoding of ``gold`` by a model that always agrees with it.
 
-    Each step drafts up to ``k`` tokens that followed the most recent earlier occurrence of
-    the context's last ``n`` tokens (the longest ``n`` in ``[n_min, n_max]`` that occurs),
-    keeps the drafted tokens equal to the gold's next ones, and adds one token of its own.
+    Each step ``propose`` drafts tokens from the context (prompt plus gold so far); greedy
+    verification keeps the drafted tokens equal to the gold's next ones and adds one token
+    of the model's own (the bonus token), as vLLM's rejection sampler does at temperature 0.
+
+    Returns
+    -------
+    list[tuple[int, int]]
+        Per decode step: (drafted tokens verified, tokens the step added).
     """
     context = list(prompt)
-    done, steps = 0, 0
+    done, steps = 0, []
     while done < len(gold):
-        draft: list[int] = []
-        for n in range(n_max, n_min - 1, -1):
-            if len(context) <= n:
-                continue
-            tail = context[-n:]
-            for start in range(len(context) - n - 1, -1, -1):
-                if context[start:start + n] == tail:
-                    draft = context[start + n:start + n + k]
-                    break
-            if draft:
-                break
+        draft = list(propose(context))
         accepted = 0
         while accepted < len(draft) and done + accepted < len(gold) and draft[accepted] == gold[done + accepted]:
             accepted += 1
-        step = min(accepted + 1, len(gold) - done)
-        context += gold[done:done + step]
-        done += step
-        steps += 1
+        added = min(accepted + 1, len(gold) - done)
+        context += gold[done:done + added]
+        done += added
+        steps.append((len(draft), added))
     return steps
+
+
+def price_replay(replays: Sequence[Sequence[tuple[int, int]]], step_seconds: Callable[[int], float],
+                 start: float) -> tuple[float, list[float]]:
+    """Wall time and per-edit latency of the replayed edits run concurrently.
+
+    All edits start their decode steps at ``start`` seconds (after the prefill phase); each
+    engine step verifies, for every edit not yet done, one token plus its drafts, and costs
+    ``step_seconds(scheduled tokens)``.
+    """
+    clock, finished = start, [start] * len(replays)
+    for step in range(max((len(r) for r in replays), default=0)):
+        live = [i for i, r in enumerate(replays) if step < len(r)]
+        clock += step_seconds(sum(1 + replays[i][step][0] for i in live))
+        for i in live:
+            if step == len(replays[i]) - 1:
+                finished[i] = clock
+    return clock, finished
 
 
 def run_serve(cfg: ServeConfig) -> dict[str, Any]:
     """Run the benchmark; the JSON-ready record (environment, config, per-run figures)."""
-    from ..engines import vllm as cad_vllm
+    from ..engines import vllm as cad_vllm  # first: its ImportError says how to install vLLM
 
+    import vllm
+
+    # Read at the start (the commit and modified files are those of the code that runs);
+    # the load average is read again at the end. LD_PRELOAD matters on the CPU: without
+    # Intel OpenMP preloaded, vLLM's n-gram engine ran ~6x slower here (tiny model).
+    environment = _common.environment(vllm=vllm.__version__, ld_preload=os.environ.get("LD_PRELOAD"),
+                                      omp_num_threads=os.environ.get("OMP_NUM_THREADS"))
     cases = select(load_corpus(cfg.corpus), cfg.edits, cfg.max_doc_chars)
     if len(cases) < cfg.edits:
-        raise ValueError(f"only {len(cases)} cases of {cfg.corpus} fit max_doc_chars={cfg.max_doc_chars}")
+        raise InputError(f"only {len(cases)} cases of {cfg.corpus} fit max_doc_chars={cfg.max_doc_chars}")
     programs = [render(oracle_program(c.doc, c.gold)) for c in cases]
     edits = [(c.doc, str(c.meta.get("instruction") or "Apply the edit.")) for c in cases]
+    engine_args: dict[str, Any] = dict(dtype=cfg.dtype, block_size=cfg.block_size, seed=0,
+                                       max_model_len=cfg.max_model_len)
+    if cfg.kv_cache_gib > 0:  # else vLLM sizes the cache from free memory (GPUs)
+        engine_args["kv_cache_memory_bytes"] = int(cfg.kv_cache_gib * (1 << 30))
+    startup: dict[str, float] = {}
     clock = time.perf_counter()
-    llm = cad_vllm.load(cfg.model, dtype=cfg.dtype, block_size=cfg.block_size, seed=0,
-                        max_model_len=cfg.max_model_len,
-                        kv_cache_memory_bytes=int(cfg.kv_cache_gib * (1 << 30)))
-    startup = time.perf_counter() - clock
+    llm = cad_vllm.load(cfg.model, **engine_args)
+    startup["cad_engine"] = time.perf_counter() - clock
     editor = cad_vllm.VLLMEditor(llm, max_new_tokens=cfg.max_model_len)
     adapter = editor.adapter
     golds = [adapter.encode(c.gold) for c in cases]
+    prompts = [adapter.prompt_ids(doc, instruction) for doc, instruction in edits]
     # Warm-up (not timed): the first requests pay one-off costs (grammar and kernel set-up).
     editor.run_many(edits[:1], force_programs=programs[:1], progress=False)
     editor.regenerate_many(edits[:1], targets=[cases[0].gold], progress=False)
@@ -130,23 +174,192 @@ def run_serve(cfg: ServeConfig) -> dict[str, Any]:
             results = editor.run_many(edits, force_programs=programs, progress=False)
         wall = time.perf_counter() - clock
         runs[name] = _summarise(results, cases, golds, wall)
+    # The splices of the first edit again, one request at a time, to split a continuation's
+    # first-token time into its parts (see splice_probe).
+    probe = splice_probe(llm, editor, edits[0], programs[0])
+    _shutdown(llm)
+    del llm, editor
+    gc.collect()
 
-    prompts = [adapter.prompt_ids(doc, instruction) for doc, instruction in edits]
-    steps = [ngram_steps(p, g, cfg.ngram_k, cfg.ngram_min, cfg.ngram_max) for p, g in zip(prompts, golds)]
-    import vllm
+    # n-gram speculation is engine-wide and excludes the CaD processor: a second engine.
+    from vllm import LLM
 
+    speculative = {"method": "ngram", "num_speculative_tokens": cfg.ngram_k,
+                   "prompt_lookup_min": cfg.ngram_min, "prompt_lookup_max": cfg.ngram_max}
+    clock = time.perf_counter()
+    spec = LLM(model=cfg.model, enable_prefix_caching=True, enforce_eager=True, disable_log_stats=False,
+               speculative_config=speculative, **engine_args)
+    startup["ngram_engine"] = time.perf_counter() - clock
+    _plain_run(spec, prompts[:1], [16])  # warm-up (not timed)
+    spec.reset_prefix_cache()
+    runs["ngram"], steps = _plain_run(spec, prompts, [len(g) for g in golds])
+    runs["ngram"]["exact_match"] = sum(
+        adapter.decode(ids) == c.gold for ids, c in zip(runs["ngram"].pop("outputs"), cases))
+
+    from vllm.v1.spec_decode.ngram_proposer import NgramProposer
+
+    runs["ngram-gold"] = _replay_gold(NgramProposer(spec.llm_engine.vllm_config), cfg, prompts, golds,
+                                      steps, runs["ngram"]["prefill_phase_seconds"])
+    _shutdown(spec)
+    environment.update(engine_startup_seconds=startup, loadavg_end=[round(x, 2) for x in os.getloadavg()],
+                       date_utc_end=time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()))
     return {
-        "environment": _common.environment(vllm=vllm.__version__, engine_startup_seconds=startup),
+        "environment": environment,
         "config": asdict(cfg),
         "cases": [c.id for c in cases],
         "runs": runs,
-        "ngram": {
-            "measured": False,
-            "reason": "vLLM 0.32 n-gram speculation cannot be teacher-forced (see bench/serve.py)",
-            "perfect_model_steps": sum(steps),
-            "gold_tokens": sum(len(g) for g in golds),
-            "cad_decoded_tokens": runs["cad"]["decoded_tokens"],
-        },
+        "splice_probe": probe,
+    }
+
+
+def _shutdown(llm: Any) -> None:
+    """Stop an offline engine's core now (frees its KV cache before the next engine starts)."""
+    llm.llm_engine.engine_core.shutdown()
+
+
+def _plain_run(llm: Any, prompts: list[list[int]], lengths: list[int]) -> tuple[dict[str, Any], list[tuple[int, float]]]:
+    """Greedy requests of exactly ``lengths`` tokens, all at once; per-step timing.
+
+    Returns the run's record (as :func:`_summarise`, plus the speculation counters) and,
+    per engine step, (tokens scheduled, seconds). The scheduled counts come from the
+    in-process scheduler (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, which ``load`` sets).
+    """
+    from vllm import SamplingParams
+
+    engine = llm.llm_engine
+    scheduler = getattr(getattr(engine.engine_core, "engine_core", None), "scheduler", None)
+    if scheduler is None:
+        raise InputError("bench serve times the n-gram engine's steps in process: run it with "
+                         "VLLM_ENABLE_V1_MULTIPROCESSING=0")
+    scheduled: list[int] = []
+    schedule = scheduler.schedule
+
+    def counting_schedule(*args: Any, **kwargs: Any) -> Any:
+        out = schedule(*args, **kwargs)
+        scheduled.append(out.total_num_scheduled_tokens)
+        return out
+
+    before = _spec_counters(llm)
+    submitted, first, done = {}, {}, {}
+    outputs: dict[str, Any] = {}
+    steps: list[tuple[int, float]] = []
+    scheduler.schedule = counting_schedule
+    try:
+        start = time.perf_counter()
+        for k, (prompt, length) in enumerate(zip(prompts, lengths)):
+            rid = f"ngram-{k}"
+            submitted[rid] = time.perf_counter()
+            engine.add_request(rid, {"prompt_token_ids": prompt},
+                               SamplingParams(temperature=0, max_tokens=length, min_tokens=length, ignore_eos=True))
+        while engine.has_unfinished_requests():
+            clock = time.perf_counter()
+            produced = engine.step()
+            now = time.perf_counter()
+            for output in produced:
+                if output.request_id not in first and output.outputs[0].token_ids:
+                    first[output.request_id] = now
+                if output.finished:
+                    done[output.request_id] = now
+                    outputs[output.request_id] = output
+            if scheduled:
+                steps.append((scheduled.pop(), now - clock))
+                scheduled.clear()
+        wall = time.perf_counter() - start
+    finally:
+        del scheduler.schedule  # the instance attribute; the class method shows again
+    after = _spec_counters(llm)
+    order = sorted(outputs, key=lambda rid: int(rid.split("-")[1]))
+    latencies = sorted(done[rid] - submitted[rid] for rid in order)
+    decoded = sum(len(outputs[rid].outputs[0].token_ids) for rid in order)
+    cached = sum(outputs[rid].num_cached_tokens or 0 for rid in order)
+    drafted, accepted = (after[key] - before[key] for key in ("draft_tokens", "accepted_tokens"))
+    prefill_phase = max(first.values()) - start
+    decode_steps = [s for s in steps if s[0] <= len(prompts) * (1 + _k(llm))]
+    record = {
+        "wall_seconds": wall,
+        "gold_tokens": sum(lengths),
+        "gold_tokens_per_second": sum(lengths) / wall,
+        "latency_p50": statistics.median(latencies),
+        "latency_p95": _quantile(latencies, 0.95),
+        "edits": len(prompts),
+        "decoded_tokens": decoded,
+        "requests": len(prompts),
+        "prefill_computed": sum(len(p) for p in prompts) - cached,
+        "prefill_cached": cached,
+        "engine_steps": len(steps),
+        "drafted_tokens": drafted,
+        "accepted_tokens": accepted,
+        "acceptance_rate": accepted / drafted if drafted else None,
+        "drafts": after["drafts"] - before["drafts"],
+        "prefill_phase_seconds": prefill_phase,
+        "decode_step_seconds": statistics.median(s for _, s in decode_steps) if decode_steps else None,
+        "outputs": [list(outputs[rid].outputs[0].token_ids) for rid in order],
+    }
+    return record, steps
+
+
+def _k(llm: Any) -> int:
+    return llm.llm_engine.vllm_config.speculative_config.num_speculative_tokens
+
+
+def _spec_counters(llm: Any) -> dict[str, int]:
+    """vLLM's speculative-decoding counters (needs ``disable_log_stats=False``)."""
+    names = {"vllm:spec_decode_num_drafts": "drafts", "vllm:spec_decode_num_draft_tokens": "draft_tokens",
+             "vllm:spec_decode_num_accepted_tokens": "accepted_tokens"}
+    counters = dict.fromkeys(names.values(), 0)
+    for metric in llm.get_metrics():
+        if metric.name in names:
+            counters[names[metric.name]] += int(metric.value)
+    return counters
+
+
+def _replay_gold(proposer: Any, cfg: ServeConfig, prompts: list[list[int]], golds: list[list[int]],
+                 steps: list[tuple[int, float]], prefill_phase: float) -> dict[str, Any]:
+    """The ``ngram-gold`` replay, priced by the ``ngram`` run's decode steps."""
+    import numpy as np
+
+    width = max(len(p) + len(g) for p, g in zip(prompts, golds)) + 1
+    buffer = np.zeros((1, width), dtype=np.int32)
+
+    def propose(context: list[int]) -> list[int]:
+        buffer[0, :len(context)] = context
+        (draft,) = proposer.propose(cfg.ngram_k, [[context[-1]]], np.array([len(context)], dtype=np.int32), buffer)
+        return list(draft)
+
+    replays = [ngram_replay(p, g, propose) for p, g in zip(prompts, golds)]
+    # Decode steps only (the prefill phase is priced as measured): a line through them.
+    decode = [(tokens, seconds) for tokens, seconds in steps if tokens <= len(prompts) * (1 + cfg.ngram_k)]
+    xs, ys = np.array([t for t, _ in decode], float), np.array([s for _, s in decode], float)
+    slope, intercept = np.polyfit(xs, ys, 1) if len(set(xs)) > 1 else (0.0, float(ys.mean()))
+    kind = "line"
+    if slope < 0:  # noise swamped the per-token cost: a constant (the median step) instead
+        slope, intercept, kind = 0.0, float(np.median(ys)), "constant"
+    fitted = slope * xs + intercept
+    r2 = 1 - float(((ys - fitted) ** 2).sum()) / float(((ys - ys.mean()) ** 2).sum() or 1.0)
+    wall, finished = price_replay(replays, lambda tokens: intercept + slope * tokens, prefill_phase)
+    latencies = sorted(finished)
+    gold_tokens = sum(len(g) for g in golds)
+    drafted = sum(d for r in replays for d, _ in r)
+    added = sum(a for r in replays for _, a in r)
+    return {
+        "measured": False,
+        "wall_seconds": wall,
+        "gold_tokens": gold_tokens,
+        "gold_tokens_per_second": gold_tokens / wall,
+        "latency_p50": statistics.median(latencies),
+        "latency_p95": _quantile(latencies, 0.95),
+        "edits": len(prompts),
+        "decoded_tokens": gold_tokens,
+        "requests": len(prompts),
+        "engine_steps": max(len(r) for r in replays),
+        "decode_steps_per_edit": [len(r) for r in replays],
+        "drafted_tokens": drafted,
+        "accepted_tokens": added - sum(len(r) for r in replays),
+        "acceptance_rate": (added - sum(len(r) for r in replays)) / drafted if drafted else None,
+        "step_model": {"kind": kind, "intercept_seconds": float(intercept), "seconds_per_token": float(slope),
+                       "r2": r2, "fitted_steps": len(decode),
+                       "tokens_range": [int(xs.min()), int(xs.max())]},
+        "prefill_phase_seconds": prefill_phase,
     }
 
 
@@ -175,6 +388,7 @@ def _summarise(results: list[Any], cases: Sequence[Case], golds: list[list[int]]
         "splice_reusable": sum(s.splice_reusable_tokens for s in stats),
         "splice_reusable_blocks": sum(s.splice_reusable_block_tokens for s in stats),
         "splice_cached": sum(s.splice_cached_tokens for s in stats),
+        "splice_computed": sum(s.splice_computed_tokens for s in stats),
         "first_request_ttft_median": statistics.median(first_ttft) if first_ttft else None,
         "continuation_ttft_median": statistics.median(continuation_ttft) if continuation_ttft else None,
         "decode_step_seconds": step_seconds,
@@ -188,6 +402,93 @@ def _summarise(results: list[Any], cases: Sequence[Case], golds: list[list[int]]
     return record
 
 
+def splice_probe(llm: Any, editor: Any, edit: tuple[str, str], program_text: str) -> dict[str, Any]:
+    """What one splice costs, measured one request at a time on an otherwise idle engine.
+
+    For each copy of ``program_text`` (forced on ``edit``), with the prefix cache holding
+    the context before the copy (``C``) and nothing else of this edit:
+
+    - ``span``: a plain request (no constraint) for ``C + span``; its first token costs
+      the span's prefill, plus what every new request costs;
+    - ``cached``: a plain request for ``C + span + [t]`` (now cached but for the last,
+      partial block): what every new request costs, with next to no prefill;
+    - ``cad``: the same with the CaD constraint (replaying the program so far), as the
+      driver submits a continuation;
+    - ``step``: the next token of the ``cached`` request, one decode step.
+
+    So ``cached - step`` is the request overhead (scheduling, prefix-cache lookup, the
+    partial block), ``cad - cached`` the grammar start inside the engine, ``span - cached``
+    the span's prefill. ``replay_ms`` times the constraint's replay outside the engine.
+    """
+    from ..decoding.constraint import ProgramConstraint, compile_tokenizer_grammar
+    from ..engines.vllm import EXTRA_KEY, _forced_ids
+    from ..language.program import Copy
+
+    from vllm import SamplingParams
+
+    adapter = editor.adapter
+    document, instruction = edit
+    lines = split_lines(document)
+    compiled = compile_tokenizer_grammar(adapter.tokenizer, len(lines), "lines")
+    constraint = ProgramConstraint(compiled)
+    context = adapter.prompt_ids(document, instruction)
+    splices: list[tuple[list[int], list[int], list[int]]] = []  # (C, span, program so far)
+    program_ids: list[int] = []
+    for token in _forced_ids(adapter, program_text):
+        context.append(token)
+        program_ids.append(token)
+        for op in constraint.advance([token]):
+            if isinstance(op, Copy):
+                span = adapter.copy_ids(lines[op.start - 1:op.end])
+                splices.append((list(context), span, list(program_ids)))
+                context += span
+    spare = adapter.encode(" x")[-1]  # any token: it makes a prompt the cache has not seen
+    rows: dict[str, list[float]] = {key: [] for key in ("step", "cached", "cad", "span", "replay")}
+    spans = []
+    llm.reset_prefix_cache()
+    for before, span, so_far in splices:
+        _first_tokens(llm, before, SamplingParams(max_tokens=1, temperature=0))  # C into the cache
+        rows["span"].append(_first_tokens(llm, before + span, SamplingParams(max_tokens=1, temperature=0))[0])
+        first, second = _first_tokens(llm, before + span + [spare],
+                                      SamplingParams(max_tokens=2, min_tokens=2, ignore_eos=True, temperature=0))
+        rows["cached"].append(first)
+        rows["step"].append(second)
+        args = {"upper": len(lines), "granularity": "lines", "replay": so_far, "eos": adapter.eos_token_id}
+        rows["cad"].append(_first_tokens(llm, before + span + [spare, spare],
+                                         SamplingParams(max_tokens=1, temperature=0, extra_args={EXTRA_KEY: args}))[0])
+        clock = time.perf_counter()
+        ProgramConstraint(compiled).advance(so_far)
+        rows["replay"].append(time.perf_counter() - clock)
+        spans.append(len(span))
+    median = {key: 1000 * statistics.median(values) for key, values in rows.items() if values}
+    return {
+        "splices": len(splices),
+        "span_tokens_median": statistics.median(spans) if spans else None,
+        "seconds": rows,
+        "median_ms": median,
+        "request_overhead_ms": median["cached"] - median["step"],
+        "grammar_start_ms": median["cad"] - median["cached"],
+        "span_prefill_ms": median["span"] - median["cached"],
+        "replay_ms": median["replay"],
+    } if splices else {"splices": 0}
+
+
+def _first_tokens(llm: Any, prompt: list[int], params: Any) -> list[float]:
+    """Run one request alone; seconds from submitting it to each of its tokens (as deltas)."""
+    engine = llm.llm_engine
+    rid = f"probe-{time.perf_counter_ns()}"
+    times, seen, clock = [], 0, time.perf_counter()
+    engine.add_request(rid, {"prompt_token_ids": prompt}, params)
+    while engine.has_unfinished_requests():
+        for output in engine.step():
+            if output.request_id == rid and len(output.outputs[0].token_ids) > seen:
+                now = time.perf_counter()
+                seen = len(output.outputs[0].token_ids)
+                times.append(now - clock)
+                clock = now
+    return times
+
+
 def _quantile(values: Sequence[float], q: float) -> float:
     """Nearest-rank quantile of sorted ``values``."""
     index = min(len(values) - 1, max(0, int(round(q * len(values) + 0.5)) - 1))
@@ -196,47 +497,97 @@ def _quantile(values: Sequence[float], q: float) -> float:
 
 def format_serve(record: dict[str, Any]) -> str:
     """The record as a markdown table plus the lines that qualify it."""
-    runs, env, ngram = record["runs"], record["environment"], record["ngram"]
-    regen, cad = runs["regen"], runs["cad"]
+    runs, env = record["runs"], record["environment"]
+    regen, ngram, gold, cad = (runs[name] for name in RUNS)
     rows = [
         ("gold tokens / s", "{:.1f}", "gold_tokens_per_second"),
         ("wall s (all edits)", "{:.1f}", "wall_seconds"),
         ("latency p50 s", "{:.1f}", "latency_p50"),
         ("latency p95 s", "{:.1f}", "latency_p95"),
         ("decoded tokens", "{}", "decoded_tokens"),
+        ("engine steps (decode)", "{}", "engine_steps"),
         ("requests", "{}", "requests"),
         ("prefill computed", "{}", "prefill_computed"),
         ("prefill cached", "{}", "prefill_cached"),
+        ("draft acceptance", "{:.1%}", "acceptance_rate"),
         ("exact match", "{}", "exact_match"),
     ]
-    lines = [f"| {record['config']['edits']} concurrent edits | regen | cad |", "|---|---:|---:|"]
+    edits = record["config"]["edits"]
+    lines = [f"| {edits} concurrent edits | regen | n-gram spec. (random model) | "
+             "n-gram spec. on gold (replay, priced) | cad |", "|---|---:|---:|---:|---:|"]
     for label, fmt, key in rows:
-        lines.append(f"| {label} | {fmt.format(regen[key])} | {fmt.format(cad[key])} |")
+        cells = [fmt.format(run[key]) if run.get(key) is not None else "-" for run in (regen, ngram, gold, cad)]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append(f"CaD / regen gold-token throughput: {cad['gold_tokens_per_second'] / regen['gold_tokens_per_second']:.2f}x; "
-                 f"p50 latency {cad['latency_p50']:.1f} s vs {regen['latency_p50']:.1f} s.")
+    speed = cad["gold_tokens_per_second"]
+    lines.append(f"CaD gold-token throughput: {speed / regen['gold_tokens_per_second']:.2f}x regeneration, "
+                 f"{speed / ngram['gold_tokens_per_second']:.2f}x n-gram speculation (random model), "
+                 f"{speed / gold['gold_tokens_per_second']:.2f}x n-gram speculation replayed on the gold; "
+                 f"p50 latency {cad['latency_p50']:.1f} s vs {regen['latency_p50']:.1f} / "
+                 f"{ngram['latency_p50']:.1f} / {gold['latency_p50']:.1f} s.")
+    model = gold["step_model"]
+    lines.append(f"Replay priced with the n-gram run's decode steps: {1000 * model['intercept_seconds']:.0f} ms "
+                 f"+ {1000 * model['seconds_per_token']:.2f} ms per scheduled token (R² {model['r2']:.2f}, "
+                 f"{model['fitted_steps']} steps of {model['tokens_range'][0]}-{model['tokens_range'][1]} tokens), "
+                 f"after the measured prefill phase ({gold['prefill_phase_seconds']:.1f} s).")
     if "splice_cache_hit_rate" in cad:
         lines.append(f"Splices: {cad['splices']}; prefix-cache hits {cad['splice_cached']} of "
                      f"{cad['splice_reusable_blocks']} reusable tokens in whole blocks "
                      f"({100 * cad['splice_cache_hit_rate']:.1f} %; {cad['splice_reusable']} before block rounding).")
     if "splice_overhead_ms" in cad:
-        lines.append(f"Continuation request: median first token {1000 * cad['continuation_ttft_median']:.0f} ms "
-                     f"vs a decode step {1000 * cad['decode_step_seconds']:.0f} ms: "
-                     f"{cad['splice_overhead_ms']:.0f} ms per splice (span prefill, scheduling, constraint replay).")
-    lines.append(f"n-gram speculation: not measured ({ngram['reason']}); a perfect model under prompt lookup "
-                 f"would need {ngram['perfect_model_steps']} decode steps for {ngram['gold_tokens']} gold tokens; "
-                 f"CaD decoded {ngram['cad_decoded_tokens']}.")
+        lines.append(f"Continuation request under load: median first token {1000 * cad['continuation_ttft_median']:.0f} ms "
+                     f"vs a decode step {1000 * cad['decode_step_seconds']:.0f} ms ({cad['splice_overhead_ms']:.0f} ms "
+                     "more, span prefill included).")
+    probe = record.get("splice_probe") or {}
+    if probe.get("splices"):
+        ms = probe["median_ms"]
+        lines.append(f"Per splice, one request at a time ({probe['splices']} splices, median span "
+                     f"{probe['span_tokens_median']:.0f} tokens; medians): decode step {ms['step']:.0f} ms; new request "
+                     f"on a cached context {ms['cached']:.0f} ms, so request overhead {probe['request_overhead_ms']:.0f} ms "
+                     f"(scheduling, cache lookup, partial block); with the CaD constraint {ms['cad']:.0f} ms, so grammar "
+                     f"start {probe['grammar_start_ms']:.0f} ms (replay alone {probe['replay_ms']:.1f} ms); span prefill "
+                     f"{probe['span_prefill_ms']:.0f} ms.")
+    startup = env.get("engine_startup_seconds") or {}
     lines.append(f"vLLM {env.get('vllm')}, torch {env.get('torch')}, transformers {env.get('transformers')}, "
                  f"llguidance {env.get('llguidance')}; {env.get('cpu')} ({env.get('cpus')} CPUs), "
-                 f"load {env.get('loadavg_1_5_15')}; {env.get('date_utc')} UTC; engine start-up "
-                 f"{env.get('engine_startup_seconds', 0):.0f} s.")
+                 f"load {env.get('loadavg_1_5_15')} at the start, {env.get('loadavg_end')} at the end; "
+                 f"{env.get('date_utc')} to {env.get('date_utc_end')} UTC; engine start-up "
+                 + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in startup.items()) + ".")
     return "\n".join(lines) + "\n"
+
+
+def plot_serve(record: dict[str, Any], path: str) -> None:
+    """Gold-token throughput and p50/p95 latency per edit, one bar group per run."""
+    plt = _common.pyplot()
+    runs = record["runs"]
+    labels = ["regen", "n-gram spec.\n(random model)", "n-gram spec.\non gold (replay)", "CaD"]
+    colors = ["tab:grey", "tab:blue", "lightsteelblue", "tab:red"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
+    speeds = [runs[name]["gold_tokens_per_second"] for name in RUNS]
+    left.bar(range(4), speeds, color=colors, hatch=["", "", "//", ""])
+    left.set_ylabel("gold tokens / s")
+    for axis in (left, right):
+        axis.set_xticks(range(4), labels, fontsize=7)
+        axis.grid(axis="y", alpha=0.3)
+    width = 0.38
+    for offset, key, alpha in ((-width / 2, "latency_p50", 1.0), (width / 2, "latency_p95", 0.5)):
+        right.bar([i + offset for i in range(4)], [runs[name][key] for name in RUNS], width,
+                  color=colors, alpha=alpha, label=key.split("_")[1])
+    right.set_ylabel("latency per edit, s")
+    right.legend(fontsize=7)
+    env = record["environment"]
+    fig.suptitle(f"{record['config']['edits']} concurrent edits, {record['config']['model'].rstrip('/').split('/')[-1]} "
+                 f"(random weights), vLLM {env.get('vllm')}, {env.get('cpus')} CPUs, {env.get('date_utc')} UTC "
+                 "(hatched: replay, not a run)", fontsize=8)
+    fig.tight_layout()
+    _common.save_figure(fig, path)
+    plt.close(fig)
 
 
 def add_arguments(parser: Any) -> None:
     """The command line of ``bench serve`` (an ``argparse`` parser): the fields of
-    :class:`ServeConfig` plus ``--json`` / ``--md`` outputs."""
-    parser.add_argument("model", help="model folder vLLM loads (e.g. from cad_outlines.models.save)")
+    :class:`ServeConfig` plus ``--json`` / ``--md`` / ``--plot`` outputs."""
+    parser.add_argument("model", help="model folder vLLM loads (e.g. from cad_outlines.tools.models.save)")
     parser.add_argument("corpus", help="edit corpus (.jsonl with doc, gold, instruction)")
     for name, default in asdict(ServeConfig("", "")).items():
         if name not in ("model", "corpus"):
@@ -244,6 +595,7 @@ def add_arguments(parser: Any) -> None:
                                 help=f"default: {default}")
     parser.add_argument("--json", dest="out_json", help="write the record here (atomically)")
     parser.add_argument("--md", dest="out_md", help="write the markdown summary here (atomically)")
+    parser.add_argument("--plot", dest="out_plot", help="write the plot here (PNG, needs matplotlib)")
 
 
 def run_from_args(args: Any) -> int:
@@ -262,6 +614,8 @@ def run_from_args(args: Any) -> int:
         from ..files import atomic_write
 
         atomic_write(args.out_md, text)
+    if args.out_plot:  # last: a missing matplotlib loses neither the JSON nor the table
+        plot_serve(record, args.out_plot)
     return 0
 
 

@@ -6,7 +6,8 @@ same cases:
 
 1. ``kernel``   the s(N) curve and fixed costs (prefix: the cases' mean prompt length);
 2. ``bounds``   copy ceiling + bnd_m8 / bnd_mean / bnd_exact / m* of the chosen cases;
-3. ``e2e``      the six decodes of every case (:mod:`.e2e`);
+3. ``e2e``      the decodes of every case: CaD, its ablations, Outlines and PLD (:mod:`.e2e`;
+               each case's record also goes to ``e2e.partial.jsonl`` as it finishes);
 4. ``formats``  output tokens and round trips of the four edit formats (:mod:`.formats`);
 5. ``perturb``  exact match under shifted copy endpoints (:mod:`.perturb`).
 
@@ -23,7 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..corpus import Case
+from ..tools.corpus import Case
 from ..errors import InputError
 from ..files import atomic_write
 from . import _common
@@ -61,7 +62,7 @@ def run_suite(cases: Sequence[Case], cfg: E2EConfig, out_dir: str | os.PathLike,
         ``seconds`` (wall seconds per item and ``total``, model building included),
         ``files`` and the ``config``.
     """
-    from ..ceiling import format_table, load_tokenization
+    from ..tools.ceiling import format_table, load_tokenization
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -96,7 +97,8 @@ def run_suite(cases: Sequence[Case], cfg: E2EConfig, out_dir: str | os.PathLike,
         clock = time.perf_counter()
         # the cases are chosen already: e2e takes them all, in this order
         e2e_cfg = E2EConfig(**{**asdict(cfg), "limit": None, "order": "file"})
-        e2e = run_e2e(chosen, e2e_cfg, progress=progress, model=model, kernel_record=kernel_record)
+        e2e = run_e2e(chosen, e2e_cfg, progress=progress, model=model, kernel_record=kernel_record,
+                      checkpoint=out / "e2e.partial.jsonl")
         e2e["config"] = {**asdict(cfg), "suite": True}
         _common.write_json(out / "e2e.json", e2e)
         plot_e2e(e2e, str(out / "e2e.png"), title=f"{name}: {cfg.preset} e2e (random weights)")

@@ -1,7 +1,7 @@
 """The program constraint as a vLLM logits processor (runs inside vLLM's engine core).
 
 vLLM owns sampling, so the constraint reaches it as a logits processor: every request
-that carries ``extra_args["cad"]`` gets its own :class:`~cad_outlines.constraint.ProgramConstraint`
+that carries ``extra_args["cad"]`` gets its own :class:`~cad_outlines.decoding.constraint.ProgramConstraint`
 (the same matcher, index-order and tag-boundary automata as the transformers loop), and
 each step the tokens it disallows are set to ``-inf`` before vLLM samples.
 
@@ -26,7 +26,7 @@ import torch
 from vllm import SamplingParams
 from vllm.v1.sample.logits_processor import AdapterLogitsProcessor
 
-from ..constraint import CompiledGrammar, ProgramConstraint, compile_tokenizer_grammar
+from ..decoding.constraint import CompiledGrammar, ProgramConstraint, compile_tokenizer_grammar
 
 #: The key of a CaD request's arguments in ``SamplingParams.extra_args``.
 EXTRA_KEY = "cad"

@@ -1,9 +1,9 @@
 """Copy-as-Decode on vLLM: a splice is a prefix-cached continuation request.
 
 vLLM owns sampling and the KV cache, so this is a driver of its own (the transformers
-loop in :mod:`cad_outlines.generator` stays the one loop for transformers). It shares
+loop in :mod:`cad_outlines.decoding.generator` stays the one loop for transformers). It shares
 the program model, the constraint, the adapters, the resolver and
-:class:`~cad_outlines.generator.CaDResult` with that loop. One edit runs as a chain of
+:class:`~cad_outlines.decoding.generator.CaDResult` with that loop. One edit runs as a chain of
 requests::
 
     request 1: prompt                                  -> program tokens up to "/>
@@ -11,7 +11,7 @@ requests::
     ...                                                 -> ... up to </program>
 
 Every request decodes under the document's program constraint (the same
-:class:`~cad_outlines.constraint.ProgramConstraint`: grammar, ``1 <= i <= j <= n``,
+:class:`~cad_outlines.decoding.constraint.ProgramConstraint`: grammar, ``1 <= i <= j <= n``,
 copy tags ending on a token boundary), applied by :class:`CaDLogitsProcessor` inside the
 engine and replayed over the program so far, so the grammar state continues across
 requests. A request stops at a copy tag's close (stop string ``"/>``) or at
@@ -50,20 +50,21 @@ except ImportError as err:  # pragma: no cover - depends on the environment
         "cad_outlines.engines.vllm needs vLLM; install it with "
         "`pip install 'cad-outlines[vllm]'` (CPU: see scripts/vllm_venv.sh)") from err
 
-from .. import program
+from ..language import program, syntax
 from ..adapters import Adapter, get_adapter, load_tokenizer
-from ..constraint import ProgramConstraint, compile_tokenizer_grammar
-from ..generator import CaDResult, CaDStats, ForcedProgramError, IncompleteProgramError, _Forced
-from ..grammar import Granularity
-from ..program import Copy, CopyTokens, Op
-from ..resolver import resolve
+from ..decoding.constraint import ProgramConstraint, compile_tokenizer_grammar
+from ..decoding.generator import (CaDResult, CaDStats, ForcedProgramError, IncompleteProgramError,
+                                  _Forced)
+from ..language.grammar import Granularity
+from ..language.program import Copy, CopyTokens, Op
+from ..language.resolver import resolve
 from ._vllm_processor import EXTRA_KEY, CaDLogitsProcessor
 
 __all__ = ["CaDLogitsProcessor", "EngineSetupError", "VLLMEditor", "VLLMStats", "aedit_many",
            "edit_many", "load"]
 
 #: What ends one request: a copy tag's close (a splice follows) or the program's end.
-STOP_STRINGS = [program.COPY_CLOSE, program.PROGRAM_CLOSE]
+STOP_STRINGS = [syntax.COPY_CLOSE, syntax.PROGRAM_CLOSE]
 
 
 class EngineSetupError(RuntimeError):
@@ -102,7 +103,7 @@ def load(model: str, *, async_engine: bool = False, **engine_kwargs: Any) -> "LL
 
 @dataclass
 class VLLMStats(CaDStats):
-    """:class:`~cad_outlines.generator.CaDStats` plus what only a serving engine reports.
+    """:class:`~cad_outlines.decoding.generator.CaDStats` plus what only a serving engine reports.
 
     On vLLM every program token is decoded (``forced_tokens`` stays 0: vLLM has no
     fast-forward), ``forward_passes`` counts the engine steps that produced one of this
@@ -126,6 +127,9 @@ class VLLMStats(CaDStats):
         cache can serve at most (it caches full blocks only).
     splice_cached_tokens
         Of the continuation requests' prompt tokens, those the prefix cache served.
+    splice_computed_tokens
+        Of the continuation requests' prompt tokens, those prefilled (the spans, and the
+        last partial block of each previous context).
     first_token_seconds
         Time from submitting each request to its first token.
     decode_seconds
@@ -138,6 +142,7 @@ class VLLMStats(CaDStats):
     splice_reusable_tokens: int = 0
     splice_reusable_block_tokens: int = 0
     splice_cached_tokens: int = 0
+    splice_computed_tokens: int = 0
     first_token_seconds: list[float] = field(default_factory=list)
     decode_seconds: float = 0.0
 
@@ -151,7 +156,7 @@ class VLLMEditor:
         A vLLM ``LLM`` or ``AsyncLLM`` built with :class:`CaDLogitsProcessor` (see
         :func:`load`), or an Outlines ``from_vllm_offline`` model (its ``LLM`` is used).
     granularity
-        ``"lines"`` or ``"tokens"``, as for :class:`~cad_outlines.generator.CaDGenerator`.
+        ``"lines"`` or ``"tokens"``, as for :class:`~cad_outlines.decoding.generator.CaDGenerator`.
     max_new_tokens
         Budget of program tokens per edit, over all its requests (copied tokens are free).
     temperature, top_p
@@ -240,7 +245,7 @@ class VLLMEditor:
             One program (text, ops or ``None``) per edit to drive it with instead of
             choosing tokens: teacher forcing through the real engine, for benchmarks and
             tests. A forced program the document's constraint rejects raises
-            :class:`~cad_outlines.generator.ForcedProgramError`.
+            :class:`~cad_outlines.decoding.generator.ForcedProgramError`.
         progress
             Show a progress bar of finished edits.
 
@@ -260,7 +265,7 @@ class VLLMEditor:
 
         One unconstrained request per edit, ending at end-of-sequence (or
         ``max_new_tokens``), as :meth:`CaDGenerator.regenerate
-        <cad_outlines.generator.CaDGenerator.regenerate>` on transformers.
+        <cad_outlines.decoding.generator.CaDGenerator.regenerate>` on transformers.
 
         Parameters
         ----------
@@ -372,7 +377,7 @@ class _Session:
         self.document = document
         self.granularity = editor.granularity
         if self.granularity == "lines":
-            self._lines = document.split("\n")
+            self._lines = syntax.split_lines(document)
             self.upper = len(self._lines)
         else:
             self._doc_ids = adapter.document_ids(document)
@@ -426,6 +431,7 @@ class _Session:
             block = self.editor.block_size
             stats.splice_reusable_block_tokens += self._previous_context // block * block
             stats.splice_cached_tokens += cached
+            stats.splice_computed_tokens += prompt_len - cached
         stats.requests += 1
         stats.prompt_tokens_cached += cached
         stats.prompt_tokens_computed += prompt_len - cached
@@ -462,7 +468,7 @@ class _Session:
         return None
 
     def result(self) -> CaDResult:
-        """The edit's :class:`~cad_outlines.generator.CaDResult` (document None if incomplete)."""
+        """The edit's :class:`~cad_outlines.decoding.generator.CaDResult` (document None if incomplete)."""
         complete = self.constraint.done
         document = None
         if complete:

@@ -1,6 +1,6 @@
 """A progress display for one decode run (prefill, tokens decoded, copies spliced).
 
-The decode loop reports through :class:`~cad_outlines.generator.CaDGenerator`'s
+The decode loop reports through :class:`~cad_outlines.decoding.generator.CaDGenerator`'s
 ``progress`` callback; this module turns those calls into a tqdm bar on stderr, so the
 loop itself knows nothing about terminals.
 """

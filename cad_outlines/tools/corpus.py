@@ -14,8 +14,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from .errors import InputError
-from .files import read_text
+from ..errors import InputError
+from ..files import read_text
 
 PathLike = Union[str, "os.PathLike[str]"]
 

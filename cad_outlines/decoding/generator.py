@@ -25,21 +25,21 @@ import time
 from functools import cached_property
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Literal, Sequence
+from typing import Any, Callable, Generator, Iterable, Iterator, Literal, Sequence
 
 import torch
 from outlines.generator import SteerableGenerator
 
-from . import program
-from .adapters import Adapter, get_adapter
-from .constraint import (CompiledGrammar, CopyIndices, ProgramConstraint, Unconstrained,
-                         compile_grammar, tokenizer_setup_seconds)
+from ..language import program, syntax
+from ..adapters import Adapter, get_adapter
+from .constraint import (CompiledGrammar, CopyIndices, LoopConstraint, ProgramConstraint,
+                         Unconstrained, compile_grammar, tokenizer_setup_seconds)
 from .drafting import Drafter
-from .errors import InputError, ModelOutputError
-from .grammar import Granularity, load_grammar, specialize
-from .program import Copy, CopyTokens, Op
+from ..errors import InputError, ModelOutputError
+from ..language.grammar import Granularity, load_grammar, specialize
+from ..language.program import Copy, CopyTokens, Op
 from .prompts import Prompt, PromptTemplate, as_messages
-from .resolver import resolve
+from ..language.resolver import resolve
 from .runner import Runner, TransformersRunner
 from .sampler import SAMPLING_OPTIONS, OptionError, Sampler, SamplingOptions
 from .streaming import DocumentStream
@@ -125,7 +125,7 @@ class CaDResult:
     ops: list[Op]
     complete: bool
     stats: CaDStats
-    alpha: Any = None  # cad_outlines.alpha.AlphaTrace when trace_alpha=True
+    alpha: Any = None  # cad_outlines.decoding.alpha.AlphaTrace when trace_alpha=True
 
 
 @dataclass
@@ -145,7 +145,7 @@ class _Forced:
 
     @classmethod
     def from_text(cls, adapter: Adapter, text: str, segmented: bool) -> "_Forced":
-        cuts = [len(text[:m.end()].encode("utf-8")) for m in program.COPY_TAG_RE.finditer(text)] if segmented else []
+        cuts = [len(text[:m.end()].encode("utf-8")) for m in syntax.COPY_TAG_RE.finditer(text)] if segmented else []
         data = text.encode("utf-8")
         return cls(adapter, data, cuts + [len(data)])
 
@@ -279,7 +279,7 @@ class CaDGenerator(SteerableGenerator):
     max_new_tokens
         Budget of program tokens (decoded + forced; spliced tokens are free).
     temperature, top_p, top_k, min_p, repetition_penalty, seed
-        Sampling (:class:`~cad_outlines.sampler.SamplingOptions`): ``temperature=0`` is
+        Sampling (:class:`~cad_outlines.decoding.sampler.SamplingOptions`): ``temperature=0`` is
         greedy; transformers' warpers act on the allowed ids only (:mod:`.sampler`).
     splice
         Append each copied span to the context in one forward (``False``: copied text
@@ -293,19 +293,28 @@ class CaDGenerator(SteerableGenerator):
     trace_alpha
         Record the feasible mass of every constrained step (``result.alpha``).
     runner
-        The model side (:class:`~cad_outlines.runner.Runner`); default: a
-        :class:`~cad_outlines.runner.TransformersRunner` over ``model.model``.
-        Benchmarks pass an :class:`~cad_outlines.runner.ObservedRunner` to count and
+        The model side (:class:`~cad_outlines.decoding.runner.Runner`); default: a
+        :class:`~cad_outlines.decoding.runner.TransformersRunner` over ``model.model``.
+        Benchmarks pass an :class:`~cad_outlines.decoding.runner.ObservedRunner` to count and
         clock forwards.
     draft_tags
         Draft the program text an editor most likely writes next (a copy tag's start
         index, ``<gen>`` after a copy, ...; :mod:`.drafting`) onto each forward and
         verify it on the next decode steps: an accepted drafted token needs no forward of
         its own. The output is the same with or without drafts.
+    draft_lookup
+        With ``draft_tags``, also draft inside gen bodies by prompt lookup: the text that
+        follows the body's last characters where they occur in the document (or an
+        earlier gen). Same guarantee: it changes forward counts, never tokens.
     prompt_template
         Jinja layout of the instruction message, over ``{{ instruction }}``,
-        ``{{ format }}`` and ``{{ document }}`` (:class:`~cad_outlines.prompts.PromptTemplate`);
+        ``{{ format }}`` and ``{{ document }}`` (:class:`~cad_outlines.decoding.prompts.PromptTemplate`);
         ``None``: instruction, format statement, ``Document:`` and the numbered document.
+    logits_processors
+        transformers-style ``(input_ids, scores) -> scores`` processors applied to every
+        chosen token's masked scores (``input_ids``: the ids the model has seen), before
+        the repetition penalty and the warpers. A bias, not a constraint: the mask is
+        applied again after them, so they cannot make a disallowed token possible.
 
     Raises
     ------
@@ -324,8 +333,9 @@ class CaDGenerator(SteerableGenerator):
                  top_k: int = 0, min_p: float = 0.0, repetition_penalty: float = 1.0,
                  seed: int | None = 0, splice: bool = True, fast_forward: bool = True,
                  mode: Literal["strict", "clipped"] = "strict", adapter: str | Adapter | None = None,
-                 trace_alpha: bool = False, draft_tags: bool = True,
-                 prompt_template: str | PromptTemplate | None = None, runner: Runner | None = None):
+                 trace_alpha: bool = False, draft_tags: bool = True, draft_lookup: bool = True,
+                 prompt_template: str | PromptTemplate | None = None, runner: Runner | None = None,
+                 logits_processors: Sequence[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = ()):
         check_model(model)
         if granularity not in ("lines", "tokens"):
             raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
@@ -338,7 +348,8 @@ class CaDGenerator(SteerableGenerator):
         self.repetition_penalty, self.seed = repetition_penalty, seed
         self._call_options({})  # check the defaults now, not at the first call
         self.splice, self.fast_forward, self.mode, self.trace_alpha = splice, fast_forward, mode, trace_alpha
-        self.draft_tags = draft_tags
+        self.draft_tags, self.draft_lookup = draft_tags, draft_lookup
+        self.logits_processors = tuple(logits_processors)
         self.prompt_template = (prompt_template if prompt_template is None or isinstance(prompt_template, PromptTemplate)
                                 else PromptTemplate(prompt_template))
         if isinstance(adapter, Adapter):
@@ -347,7 +358,7 @@ class CaDGenerator(SteerableGenerator):
         else:
             self.adapter = get_adapter(model.hf_tokenizer, adapter)
         if granularity == "lines":
-            self._lines = document.split("\n")
+            self._lines = syntax.split_lines(document)
             upper = len(self._lines)
             self._indices = CopyIndices.for_lines(upper)
         else:
@@ -427,11 +438,7 @@ class CaDGenerator(SteerableGenerator):
         **options
             Any of :data:`CALL_OPTIONS`, for this call only.
         """
-        holder: list[CaDResult] = []
-        for _ in self._decode(prompt, force_program, holder, self._call_options(options),
-                              progress=progress):
-            pass
-        return holder[0]
+        return _drain(self._decode(prompt, force_program, self._call_options(options), progress=progress))
 
     def regenerate(self, prompt: Prompt, *, target: str | None = None,
                    progress: ProgressCallback | None = None, **options: Any) -> CaDResult:
@@ -449,11 +456,8 @@ class CaDGenerator(SteerableGenerator):
         **options
             Any of :data:`CALL_OPTIONS`, for this call only.
         """
-        holder: list[CaDResult] = []
-        for _ in self._decode(prompt, target, holder, self._call_options(options), constrained=False,
-                              progress=progress):
-            pass
-        return holder[0]
+        return _drain(self._decode(prompt, target, self._call_options(options), constrained=False,
+                                   progress=progress))
 
     def stream(self, prompt: Prompt, *, force_program: str | Sequence[Op] | None = None,  # type: ignore[override]
                **options: Any) -> Iterator[str]:
@@ -491,24 +495,23 @@ class CaDGenerator(SteerableGenerator):
             writer = DocumentStream(lines=self._lines)
         else:
             writer = DocumentStream(pieces=self.adapter.token_pieces(self.document))
-        holder: list[CaDResult] = []
-        for ops, constraint in self._decode(prompt, force_program, holder, options):
+
+        def chunks(ops: list[Op], constraint: Any) -> list[str]:
             chunk = writer.feed(ops, constraint.pending)
-            if chunk:
-                yield chunk
-        if holder[0].document is None:
-            raise IncompleteProgramError(holder[0])
+            return [chunk] if chunk else []
+
+        result = yield from _each(self._decode(prompt, force_program, options), chunks)
+        if result.document is None:
+            raise IncompleteProgramError(result)
         tail = writer.close()
         if tail:
             yield tail
 
     def _stream_ops(self, prompt: Prompt, force_program: str | Sequence[Op] | None,
                     options: tuple[int, SamplingOptions]) -> Iterator[Op]:
-        holder: list[CaDResult] = []
-        for ops, _ in self._decode(prompt, force_program, holder, options):
-            yield from ops
-        if holder[0].document is None:
-            raise IncompleteProgramError(holder[0])
+        result = yield from _each(self._decode(prompt, force_program, options), lambda ops, _: ops)
+        if result.document is None:
+            raise IncompleteProgramError(result)
 
     def _prompt_ids(self, prompt: Prompt) -> list[int]:
         instruction = prompt if isinstance(prompt, str) else as_messages(prompt)
@@ -517,17 +520,17 @@ class CaDGenerator(SteerableGenerator):
     # -- the decode loop ------------------------------------------------------------
 
     def _decode(self, prompt: Prompt, force_program: str | Sequence[Op] | None,
-                holder: list[CaDResult], options: tuple[int, SamplingOptions], *,
-                constrained: bool = True,
-                progress: ProgressCallback | None = None) -> Iterator[tuple[list[Op], Any]]:
+                options: tuple[int, SamplingOptions], *, constrained: bool = True,
+                progress: ProgressCallback | None = None,
+                ) -> Generator[tuple[list[Op], LoopConstraint], None, CaDResult]:
         """THE loop. Yields, after every advance of the constraint, the ops it completed
-        and the constraint (whose ``pending`` text is the op being written); appends the
-        :class:`CaDResult` to ``holder`` at the end."""
+        and the constraint (whose ``pending`` text is the op being written); returns the
+        :class:`CaDResult` (the ``StopIteration`` value, what ``yield from`` evaluates to)."""
         start_time = time.perf_counter()
         max_new_tokens, sampling = options
         stats = CaDStats(compile_seconds=self.compiled.compile_seconds,
                          tokenizer_setup_seconds=tokenizer_setup_seconds(self.model))
-        constraint: ProgramConstraint | Unconstrained = (
+        constraint: LoopConstraint = (
             ProgramConstraint(self.compiled, self._indices) if constrained
             else Unconstrained(self.compiled, self.adapter.eos_token_id))
         forced = None
@@ -535,7 +538,7 @@ class CaDGenerator(SteerableGenerator):
             text = force_program if isinstance(force_program, str) else program.render(force_program)
             forced = _Forced.from_text(self.adapter, text, segmented=constrained)
         trace = _new_trace() if self.trace_alpha else None
-        sampler = Sampler(sampling)
+        sampler = Sampler(sampling, processors=self.logits_processors)
 
         prompt_ids = self._prompt_ids(prompt)
         stats.prompt_tokens = len(prompt_ids)
@@ -638,7 +641,7 @@ class CaDGenerator(SteerableGenerator):
         else:
             document = None
         stats.total_seconds = time.perf_counter() - start_time
-        holder.append(CaDResult(document, constraint.text, list(constraint.ops), complete, stats, trace))
+        return CaDResult(document, constraint.text, list(constraint.ops), complete, stats, trace)
 
     # -- pieces of the loop ----------------------------------------------------------
 
@@ -674,8 +677,8 @@ class CaDGenerator(SteerableGenerator):
     def drafter(self) -> Drafter:
         """The document's drafter, built on first use (never when drafts are off)."""
         if self.granularity == "lines":
-            return Drafter(self._lines, "lines")
-        return Drafter([self.adapter.decode([t]) for t in self._doc_ids], "tokens")
+            return Drafter(self._lines, "lines", lookup=self.draft_lookup)
+        return Drafter([self.adapter.decode([t]) for t in self._doc_ids], "tokens", lookup=self.draft_lookup)
 
     def _propose(self, constraint: ProgramConstraint, stats: CaDStats) -> list[int]:
         """Ids of the drafter's guess of what follows, cut where the grammar rejects it."""
@@ -696,6 +699,30 @@ class CaDGenerator(SteerableGenerator):
         if self.granularity == "tokens":
             return {"token_pieces": self.adapter.token_pieces(self.document)}
         return {}
+
+
+def _drain(steps: Generator[Any, None, CaDResult]) -> CaDResult:
+    """Run a decode to its end; its result (the generator's return value)."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            return stop.value
+
+
+def _each(steps: Generator[tuple[list[Op], LoopConstraint], None, CaDResult],
+          items: Callable[[list[Op], LoopConstraint], Iterable[Any]]) -> Generator[Any, None, CaDResult]:
+    """Yield ``items(ops, constraint)`` for every step of a decode; return its result.
+
+    ``result = yield from _each(...)``: a ``yield from`` evaluates to the generator's
+    ``return`` value (a ``for`` loop would drop it).
+    """
+    while True:
+        try:
+            ops, constraint = next(steps)
+        except StopIteration as stop:
+            return stop.value
+        yield from items(ops, constraint)
 
 
 def _new_trace() -> Any:

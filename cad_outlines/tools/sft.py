@@ -4,8 +4,8 @@ A row is one edit: the adapter's prompt for ``(doc, instruction)`` followed by t
 program, with every copy tag followed by the ids the loop splices after it
 (``adapter.copy_ids(lines)``, the adapter's layout rule). The row is not assembled by a
 second tokenizing routine: :func:`build_row` teacher-forces the one decode loop
-(:class:`~cad_outlines.generator.CaDGenerator`) on the oracle program with a *recording*
-runner in place of a model (:mod:`cad_outlines.runner`: it keeps the ids of every forward
+(:class:`~cad_outlines.decoding.generator.CaDGenerator`) on the oracle program with a *recording*
+runner in place of a model (:mod:`cad_outlines.decoding.runner`: it keeps the ids of every forward
 and returns zero logits), so ``input_ids`` is, id for id and position for position, what a real model's
 KV cache holds after the loop has produced that program (prompt, chosen tokens,
 grammar-forced runs, spliced spans). Drafts are off while recording: they change how many
@@ -19,7 +19,7 @@ grammar-forced ones (``="`` after ``<copy lines``, ``"/>``, ``</program>``'s tai
 the loop feeds them without sampling, but
 
 * a model that is to write programs without the constraint (the text-only path of
-  :mod:`cad_outlines.text`, another engine, ``fast_forward=False``) has to produce them;
+  :mod:`cad_outlines.tools.text`, another engine, ``fast_forward=False``) has to produce them;
 * which tokens the grammar forces depends on the grammar state and the tokenizer, not on
   the program, so a mask that left them out would change with the loop's options;
 * under the constraint their loss is harmless: the loop never reads their logits.
@@ -31,7 +31,7 @@ span). No end-of-sequence token follows ``</program>``: the loop stops there.
 The chat form (:func:`chat_messages`) is the same edit as ``{"messages": [...]}`` for
 TRL's ``SFTTrainer``: user message = the adapter's user content, assistant message = the
 program text. It holds no spliced text, so it trains the text-only layout (a model whose
-copies are applied afterwards, :mod:`cad_outlines.text`), not the splice layout.
+copies are applied afterwards, :mod:`cad_outlines.tools.text`), not the splice layout.
 """
 
 from __future__ import annotations
@@ -43,13 +43,13 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import torch
 
-from . import program
-from .adapters import Adapter, get_adapter
+from ..language import program, syntax
+from ..adapters import Adapter, get_adapter
 from .ceiling import oracle_for
 from .corpus import Case
-from .files import atomic_write
-from .grammar import Granularity
-from .program import Copy, CopyTokens, Op
+from ..files import atomic_write
+from ..language.grammar import Granularity
+from ..language.program import Copy, CopyTokens, Op
 
 #: Instruction used when a corpus record has no ``instruction`` field.
 DEFAULT_INSTRUCTION = "Apply the intended change to the document."
@@ -105,7 +105,7 @@ def chat_messages(row: SFTRow) -> dict[str, list[dict[str, str]]]:
 
 
 class _RecordingRunner:
-    """A :class:`~cad_outlines.runner.Runner` with no model: it records the ids of every
+    """A :class:`~cad_outlines.decoding.runner.Runner` with no model: it records the ids of every
     forward and returns zero logits (a teacher-forced loop never reads them)."""
 
     device = torch.device("cpu")
@@ -177,7 +177,7 @@ class RowBuilder:
         SFTError
             If the document's constraint rejects the program.
         """
-        from .generator import CaDGenerator, ForcedProgramError
+        from ..decoding.generator import CaDGenerator, ForcedProgramError
 
         text = target if isinstance(target, str) else program.render(target)
         self._runner.fed = []
@@ -198,7 +198,7 @@ class RowBuilder:
     def _spans(self, doc: str, ops: Sequence[Op]) -> list[list[int]]:
         """The ids spliced after each copy op, by the adapter's layout rule."""
         if self.granularity == "lines":
-            lines = doc.split("\n")
+            lines = syntax.split_lines(doc)
             return [self.adapter.copy_ids(lines[op.start - 1:op.end]) for op in ops if isinstance(op, Copy)]
         doc_ids = self.adapter.document_ids(doc)
         return [doc_ids[op.start:op.end + 1] for op in ops if isinstance(op, CopyTokens)]
@@ -217,7 +217,7 @@ class RowBuilder:
             pending += self.adapter.token_bytes(fed[pos])
             pos += 1
             # The constraint ends every copy tag on a token boundary; its span follows.
-            tag = program.COPY_TAG_RE.search(pending.decode("utf-8", "replace"))
+            tag = syntax.COPY_TAG_RE.search(pending.decode("utf-8", "replace"))
             if tag and pending.endswith(tag.group(0).encode("utf-8")):
                 span = next(queue, None)
                 if span is None or fed[pos:pos + len(span)] != span:

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from .errors import InputError
+from ..errors import InputError
 from .presets import PRESETS, Preset  # noqa: F401  (re-exported: models.PRESETS)
 
 TOKENIZERS_ENV = "CAD_OUTLINES_TOKENIZERS"
@@ -27,9 +27,11 @@ def tokenizer_dir(family: str, root: str | os.PathLike | None = None) -> Path:
     """Locate the fixture tokenizer folder of ``family``.
 
     Search order: ``root``; the ``CAD_OUTLINES_TOKENIZERS`` environment variable; the
-    tokenizers shipped in the package (``cad_outlines/data/tokenizers``: Qwen2.5, so the
-    default ``tiny-qwen`` preset and ``cad-outlines demo`` work from a wheel); the
-    repository's ``tests/fixtures/tokenizers`` (a clone or editable install: all three).
+    tokenizers shipped in the package (``cad_outlines/data/tokenizers``: Qwen2.5 only, so
+    the default ``tiny-qwen`` preset and ``cad-outlines demo`` work from a wheel). The
+    DeepSeek-Coder and CodeLlama tokenizers are test fixtures under their own licences and
+    are not shipped: in a clone, point ``CAD_OUTLINES_TOKENIZERS`` at
+    ``tests/fixtures/tokenizers``.
 
     Raises
     ------
@@ -37,8 +39,7 @@ def tokenizer_dir(family: str, root: str | os.PathLike | None = None) -> Path:
         Naming every place searched.
     """
     candidates = [Path(p) for p in (root, os.environ.get(TOKENIZERS_ENV)) if p]
-    candidates.append(Path(__file__).resolve().parent / "data" / "tokenizers")
-    candidates.append(Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "tokenizers")
+    candidates.append(Path(__file__).resolve().parents[1] / "data" / "tokenizers")
     for base in candidates:
         if (base / family / "tokenizer.json").is_file():
             return base / family
@@ -47,7 +48,8 @@ def tokenizer_dir(family: str, root: str | os.PathLike | None = None) -> Path:
     searched = ", ".join(str(c) for c in candidates)
     raise FileNotFoundError(
         f"no tokenizer folder for {family!r} (searched: {searched}); pass a folder "
-        f"or set {TOKENIZERS_ENV} to a directory holding {family}/tokenizer.json")
+        f"or set {TOKENIZERS_ENV} to a directory holding {family}/tokenizer.json "
+        f"(in a clone of cad-outlines: {TOKENIZERS_ENV}=tests/fixtures/tokenizers)")
 
 
 #: Weight dtypes a preset or a loaded model may use, by name.

@@ -14,9 +14,9 @@ from importlib import resources
 from typing import Any
 
 from .diffs import unified_diff
-from .generator import CaDGenerator, CaDResult, ProgressCallback
-from .oracle import oracle_program
-from .program import render
+from ..decoding.generator import CaDGenerator, CaDResult, ProgressCallback
+from ..language.oracle import oracle_program
+from ..language.program import render
 
 
 @dataclass

@@ -4,7 +4,7 @@
 ``difflib.SequenceMatcher(None, doc_lines, gold_lines, autojunk=False)`` over
 ``split("\\n")``; each matching block becomes a :class:`Copy` and each non-matching
 gold-side run becomes ``Gen("\\n" + "\\n".join(run) + "\\n")`` (padded, see
-:mod:`cad_outlines.resolver`). ``oracle_tokens`` works on token ids. Both satisfy the
+:mod:`cad_outlines.language.resolver`). ``oracle_tokens`` works on token ids. Both satisfy the
 round trip ``resolve(program, doc) == gold`` exactly.
 """
 
@@ -16,7 +16,8 @@ from collections import Counter, defaultdict
 from typing import Callable, Optional, Sequence, Tuple
 
 from .program import Copy, CopyTokens, Gen, Op
-from .resolver import gen_text_for_lines, split_lines
+from .resolver import gen_text_for_lines
+from .syntax import split_lines
 
 #: ``(tag_cost, span_cost)``: decode steps of a copy op's tag, and of text if generated.
 CostModel = Tuple[Callable[[Op], int], Callable[[str], int]]

@@ -3,7 +3,7 @@
 Plain constrained decoding (CD) asks the model for the answer *and* the format at once:
 every step, the model's distribution is cut to the ids the grammar allows and
 renormalised. When the format is unnatural for the model, most of its mass is cut away
-(small feasible mass α, see :mod:`cad_outlines.alpha`) and the renormalised remainder
+(small feasible mass α, see :mod:`cad_outlines.decoding.alpha`) and the renormalised remainder
 can be close to noise.
 
 DCCD splits the two jobs:
@@ -31,13 +31,14 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Callable, Protocol, Sequence, Union
 
 import torch
 
 from outlines.generator import SteerableGenerator
 
-from .alpha import AlphaTrace, align_mask
+from .alpha import AlphaTrace
+from .constraint import Constraint, bitmask_to_mask
 from .runner import TransformersRunner
 from .sampler import Sampler, SamplingOptions
 
@@ -228,14 +229,19 @@ def select(candidates: Sequence[Candidate], selector: Selector, prompt: str = ""
 # --- matchers: the backend's automaton, driven one token at a time ---------------------
 
 
-def _unpack_bitmask(words: torch.Tensor) -> torch.Tensor:
-    """int32 words (bit i of word w = id 32*w+i) -> bool mask of 32*len(words) ids."""
-    shifts = torch.arange(32, dtype=torch.int32, device=words.device)
-    return ((words.unsqueeze(-1) >> shifts) & 1).bool().reshape(-1)
+class _Matcher(Constraint, Protocol):
+    """A backend's automaton as DCCD drives it: a constraint that can say it accepts."""
+
+    def is_accepting(self) -> bool:
+        """Whether the output so far is a complete match (``max_new_tokens`` may cut it short)."""
 
 
 class _LLGuidanceMatcher:
-    """``llguidance.LLMatcher`` over the grammar an Outlines llguidance processor holds."""
+    """``llguidance.LLMatcher`` over the grammar an Outlines llguidance processor holds.
+
+    A :class:`~cad_outlines.decoding.constraint.Constraint`: done once it consumed an
+    end-of-sequence id.
+    """
 
     def __init__(self, llg_tokenizer: Any, grammar: str):
         import llguidance
@@ -247,44 +253,52 @@ class _LLGuidanceMatcher:
             raise ValueError(f"llguidance rejected the output type: {self._m.get_error()}")
         self._bitmask = llguidance.torch.allocate_token_bitmask(1, llg_tokenizer.vocab_size)
         self.eos_ids = frozenset(llg_tokenizer.eos_tokens)
+        self.done = False
 
-    def allowed(self) -> torch.Tensor:
+    def allowed(self, vocab_size: int) -> torch.Tensor:
         self._fill(self._m, self._bitmask, 0)
-        return _unpack_bitmask(self._bitmask[0])
+        return bitmask_to_mask(self._bitmask[0], vocab_size)
 
-    def advance(self, token_id: int) -> None:
-        if not self._m.consume_token(token_id):
-            raise RuntimeError(f"llguidance matcher rejected token {token_id}: "
-                               f"{self._m.get_error()}")
+    def advance(self, ids: Sequence[int]) -> None:
+        for token_id in ids:
+            if not self._m.consume_token(token_id):
+                raise RuntimeError(f"llguidance matcher rejected token {token_id}: "
+                                   f"{self._m.get_error()}")
+            self.done = token_id in self.eos_ids
 
     def is_accepting(self) -> bool:
         return self._m.is_accepting()
 
 
 class _OutlinesCoreMatcher:
-    """``outlines_core.Guide`` over the index an Outlines outlines_core processor holds."""
+    """``outlines_core.Guide`` over the index an Outlines outlines_core processor holds.
+
+    A :class:`~cad_outlines.decoding.constraint.Constraint`: done once it consumed its
+    end-of-sequence id.
+    """
 
     def __init__(self, index: Any, eos_id: int, mask_size: int):
         from outlines_core import Guide
 
         self._g = Guide(index)
         self._words = torch.zeros((mask_size + 31) // 32, dtype=torch.int32)
-        self._ended = False
         self.eos_ids = frozenset([eos_id])
+        self.done = False
 
-    def allowed(self) -> torch.Tensor:
+    def allowed(self, vocab_size: int) -> torch.Tensor:
         self._g.write_mask_into(self._words.data_ptr(), self._words.numel(), 4)
-        return _unpack_bitmask(self._words)
+        return bitmask_to_mask(self._words, vocab_size)
 
-    def advance(self, token_id: int) -> None:
-        if token_id in self.eos_ids:
-            # outlines_core has no transition on EOS from a final state (its issue #227);
-            # EOS just ends the sequence.
-            if not self._g.is_finished():
-                raise RuntimeError(f"end of sequence {token_id} before an accepting state")
-            self._ended = True
-            return
-        self._g.advance(token_id=token_id, return_tokens=False)
+    def advance(self, ids: Sequence[int]) -> None:
+        for token_id in ids:
+            if token_id in self.eos_ids:
+                # outlines_core has no transition on EOS from a final state (its issue
+                # #227); EOS just ends the sequence.
+                if not self._g.is_finished():
+                    raise RuntimeError(f"end of sequence {token_id} before an accepting state")
+                self.done = True
+                return
+            self._g.advance(token_id=token_id, return_tokens=False)
 
     def is_accepting(self) -> bool:
         return self._g.is_finished()
@@ -296,7 +310,7 @@ class _OutlinesCoreMatcher:
 @dataclass
 class _Row:
     prompt_ids: list[int]
-    matcher: Any = None
+    matcher: _Matcher | None = None
     out_ids: list[int] = field(default_factory=list)
     trace: AlphaTrace = field(default_factory=AlphaTrace)
     ended: bool = False  # emitted end-of-sequence
@@ -337,7 +351,7 @@ def _decode(runner: TransformersRunner, rows: list[_Row], *, pad_id: int, stop_i
             for i, r in enumerate(rows):
                 if r.ended or r.matcher is None:
                     continue
-                mask = align_mask(r.matcher.allowed().to(device), vocab)
+                mask = r.matcher.allowed(vocab).to(device)
                 if not bool(mask.any()):
                     raise RuntimeError(
                         f"the constraint allows no id the model can emit after "
@@ -353,8 +367,8 @@ def _decode(runner: TransformersRunner, rows: list[_Row], *, pad_id: int, stop_i
                 if r.matcher is not None:
                     # α on the raw logits, whatever the sampling temperature.
                     r.trace.record(logits[i], masks[i], chosen)
-                    r.matcher.advance(chosen)
-                    r.ended = chosen in r.matcher.eos_ids
+                    r.matcher.advance([chosen])
+                    r.ended = r.matcher.done
                 else:
                     r.ended = chosen in stop_ids
                 if not r.ended:
@@ -453,7 +467,7 @@ class DraftConditionedGenerator(SteerableGenerator):
 
     # The compiled processor holds the backend's automaton; each decode gets a fresh
     # matcher over it (the processor itself only works inside model.generate).
-    def _matcher_factory(self) -> Callable[[], Any]:
+    def _matcher_factory(self) -> Callable[[], _Matcher]:
         proc = self.logits_processor
         if hasattr(proc, "llg_tokenizer") and hasattr(proc, "grammar"):
             return lambda: _LLGuidanceMatcher(proc.llg_tokenizer, proc.grammar)

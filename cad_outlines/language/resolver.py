@@ -2,7 +2,8 @@
 
 Line programs (``Copy`` and ``Gen``)
 ------------------------------------
-The document's lines are ``document.split("\\n")``; nothing else splits a line:
+The document's lines are :func:`~cad_outlines.language.syntax.split_lines` of it
+(``document.split("\\n")``); nothing else splits a line:
 
 - a document ending in ``"\\n"`` has an empty last line (``"a\\n"`` has the two lines
   ``"a"`` and ``""``), so copying through the last line keeps the final newline and a
@@ -51,8 +52,9 @@ from __future__ import annotations
 import warnings
 from typing import Literal, Optional, Sequence
 
+from ..errors import InputError
 from .program import Copy, CopyTokens, Gen, Op
-from .errors import InputError
+from .syntax import split_lines
 
 Mode = Literal["strict", "clipped"]
 
@@ -79,11 +81,6 @@ class ResolveError(InputError):
 
 class ResolveWarning(UserWarning):
     """A clipped-mode repair of an op (swapped, clipped or dropped range, bad UTF-8)."""
-
-
-def split_lines(document: str) -> list[str]:
-    """The document's lines as the resolver numbers them: ``document.split("\\n")``."""
-    return document.split("\n")
 
 
 def gen_body(text: str) -> str:
@@ -113,7 +110,7 @@ def resolve(
     Parameters
     ----------
     ops
-        The program's ops (see :mod:`cad_outlines.program`).
+        The program's ops (see :mod:`cad_outlines.language.program`).
     document
         The document the program edits.
     mode

@@ -23,23 +23,92 @@ Spliced copy tokens never reach the matcher: it only ever sees program tokens.
 from __future__ import annotations
 
 import codecs
-import re
 import time
-import weakref
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 import torch
 
-from . import program
-from .grammar import Granularity, load_grammar, specialize
-from .program import Op
+from ..language import program, syntax
+from ..adapters.facts import TokenizerFacts, tokenizer_facts
+from ..language.grammar import Granularity, load_grammar, specialize
+from ..language.program import Op
 
-_COPY_CLOSE = program.COPY_CLOSE
-_CLOSING_RE = re.compile(r'<copy (?:lines|tokens)="\d+-\d+("/?)?\Z')
-# A copy tag's text up to and including its indices (either may still be unfinished).
-_TAG_INDICES_RE = re.compile(r'<copy (?:lines|tokens)="(\d*)(?:(-)(\d*))?')
+
+class Constraint(Protocol):
+    """What a decode loop asks of a constraint at every step: mask, advance, stop.
+
+    :class:`ProgramConstraint` and :class:`Unconstrained` (the CaD loop's two branches,
+    see :class:`LoopConstraint`) and DCCD's matchers (:mod:`cad_outlines.decoding.dccd`)
+    implement it.
+    """
+
+    def allowed(self, vocab_size: int) -> torch.Tensor | None:
+        """Boolean mask of the ids allowed next, ``vocab_size`` long (``None``: all)."""
+
+    def advance(self, ids: Sequence[int]) -> Any:
+        """Consume the chosen (and forced) ids."""
+
+    @property
+    def done(self) -> bool:
+        """Whether the output is complete (the loop stops)."""
+
+
+class LoopConstraint(Constraint, Protocol):
+    """What the CaD loop (:meth:`CaDGenerator._decode`) also needs: text, ops, forced runs.
+
+    ``accepts_end``: a forced text may end before the constraint is done (then the loop
+    calls ``end``); drafting also reads ``pending`` and ``validate`` of a
+    :class:`ProgramConstraint`.
+    """
+
+    accepts_end: bool
+    text: str
+    ops: list[Op]
+
+    def advance(self, ids: Sequence[int]) -> list[Op]:
+        """Consume ids; the ops they completed."""
+
+    def forced(self) -> list[int]:
+        """The ids the constraint forces from here (may be empty)."""
+
+    def piece_bytes(self, tid: int) -> bytes:
+        """The bytes of one token as the constraint sees them."""
+
+    def end(self) -> None:
+        """Complete the output where a forced text ran out (only when ``accepts_end``)."""
+
+
+def bitmask_to_mask(bitmask: torch.Tensor, vocab_size: int, ids: int | None = None,
+                    out: np.ndarray | None = None) -> torch.Tensor:
+    """A token bitmask row as a boolean mask of ``vocab_size`` ids.
+
+    The bitmask is llguidance's layout (``llguidance.torch.allocate_token_bitmask``;
+    ``outlines_core``'s ``write_mask_into`` writes the same): int32 words, bit ``i`` of
+    word ``w`` is id ``32 * w + i``. llguidance ships no unpacking helper (its
+    ``apply_token_bitmask_inplace`` only writes ``-inf`` into logits, and the loops need
+    the mask itself: for the index-order automaton, α and the sampler).
+
+    Parameters
+    ----------
+    bitmask
+        One row of int32 words, on the CPU.
+    vocab_size
+        Length of the mask (the model's logits); ids past ``ids`` are False.
+    ids
+        How many ids the bitmask covers (the tokenizer's vocabulary); default: every bit.
+    out
+        A uint8 buffer of ``vocab_size`` to write into, reused across steps; the
+        returned tensor is then a view of it.
+    """
+    bits = np.unpackbits(bitmask.numpy().view(np.uint8), bitorder="little")
+    if out is None:
+        out = np.zeros(vocab_size, dtype=np.uint8)
+    n = min(vocab_size, bits.shape[0] if ids is None else ids)
+    out[:n] = bits[:n]
+    # uint8 0/1 viewed as bool: no copy, no allocation of a vocabulary-sized tensor.
+    return torch.from_numpy(out.view(np.bool_))
 
 
 class CopyIndices:
@@ -102,10 +171,10 @@ class CopyIndices:
         ``tag`` starts with ``<copy``; a tag that runs past its closing ``>`` is refused
         (the splice must land right after it).
         """
-        whole = program.COPY_TAG_RE.match(tag)
+        whole = syntax.COPY_TAG_RE.match(tag)
         if whole and whole.end() < len(tag):
             return False
-        match = _TAG_INDICES_RE.match(tag)
+        match = syntax.COPY_INDICES_RE.match(tag)
         if match is None or not match.group(1):
             return True  # no index yet: the grammar's own range bounds what follows
         first, dash, second = match.groups()
@@ -185,63 +254,52 @@ class CompiledGrammar:
     processor: Any  # Outlines' own logits processor for the same grammar (None: bare tokenizer)
 
 
-class _TokenizerCache:
-    """Tokenizer-only work (llguidance tokenizer, token table), shared across documents."""
+def _token_table(facts: TokenizerFacts, vocab_size: int) -> TokenTable:
+    """The constraint's :class:`TokenTable`, from the tokenizer's one byte table.
 
-    def __init__(self) -> None:
-        self._entries: dict[int, tuple[weakref.ref, Any, TokenTable, float]] = {}
-        self._bare: dict[int, tuple[weakref.ref, Any, TokenTable]] = {}
+    Added tokens are never closers: llguidance treats them as special and never
+    emits them for text.
+    """
+    crossing: list[int] = []
+    closers: dict[bytes, int] = {}
+    close = syntax.COPY_CLOSE.encode()
+    pieces = {close[i:j] for i in range(len(close)) for j in range(i + 1, len(close) + 1)
+              if j == len(close) or i == 0}
+    added = {token.id for token in facts.backend.added.values()}
+    for tid, data in enumerate(facts.table[:vocab_size]):
+        if data in pieces and tid not in added:
+            closers.setdefault(data, tid)
+        gt = data.find(close[-1:])
+        if 0 <= gt < len(data) - 1:
+            crossing.append(tid)
+    return TokenTable(vocab_size, torch.tensor(crossing, dtype=torch.long), closers)
 
-    def get(self, model: Any) -> tuple[Any, TokenTable, float]:
-        tok = model.hf_tokenizer
-        key = id(tok)
-        entry = self._entries.get(key)
-        if entry is not None and entry[0]() is tok:
-            return entry[1], entry[2], 0.0
+
+def _tokenizer_side(tokenizer: Any, model: Any = None) -> TokenizerFacts:
+    """The tokenizer's facts with the constraint's part filled in (once per tokenizer).
+
+    With an Outlines ``model``, its llguidance backend is built (Outlines' own
+    ``LLGuidanceBackend``); without one, llguidance's tokenizer is built the way that
+    backend builds it (``llguidance.hf.from_tokenizer``), for engines that hold no
+    Outlines model (vLLM).
+    """
+    facts = tokenizer_facts(tokenizer)
+    if model is not None and facts.outlines_backend is None:
         from outlines.backends.llguidance import LLGuidanceBackend
 
         start = time.perf_counter()
-        backend = LLGuidanceBackend(model)
-        table = _token_table(backend.llg_tokenizer)
-        seconds = time.perf_counter() - start
-        self._entries[key] = (weakref.ref(tok), backend, table, seconds)
-        return backend, table, seconds
-
-    def get_bare(self, tokenizer: Any) -> tuple[Any, TokenTable]:
-        """The llguidance tokenizer and token table of a bare Hugging Face tokenizer.
-
-        For engines that hold no Outlines ``Transformers`` model (vLLM); built the way
-        Outlines' backend builds it (``llguidance.hf.from_tokenizer``).
-        """
-        entry = self._bare.get(id(tokenizer))
-        if entry is not None and entry[0]() is tokenizer:
-            return entry[1], entry[2]
+        facts.outlines_backend = LLGuidanceBackend(model)
+        facts.llg_tokenizer = facts.llg_tokenizer or facts.outlines_backend.llg_tokenizer
+        if facts.token_table is None:
+            facts.token_table = _token_table(facts, facts.llg_tokenizer.vocab_size)
+        facts.setup_seconds = time.perf_counter() - start
+    if facts.llg_tokenizer is None:
         import llguidance.hf
 
-        llg_tokenizer = llguidance.hf.from_tokenizer(tokenizer)
-        table = _token_table(llg_tokenizer)
-        self._bare[id(tokenizer)] = (weakref.ref(tokenizer), llg_tokenizer, table)
-        return llg_tokenizer, table
-
-
-_CACHE = _TokenizerCache()
-
-
-def _token_table(llg_tokenizer: Any) -> TokenTable:
-    vocab = llg_tokenizer.vocab_size
-    crossing: list[int] = []
-    closers: dict[bytes, int] = {}
-    close = _COPY_CLOSE.encode()
-    pieces = {close[i:j] for i in range(len(close)) for j in range(i + 1, len(close) + 1)
-              if j == len(close) or i == 0}
-    for tid in range(vocab):
-        data = llg_tokenizer.decode_bytes([tid])
-        if data in pieces and not llg_tokenizer.is_special_token(tid):
-            closers.setdefault(data, tid)
-        gt = data.find(b">")
-        if 0 <= gt < len(data) - 1:
-            crossing.append(tid)
-    return TokenTable(vocab, torch.tensor(crossing, dtype=torch.long), closers)
+        facts.llg_tokenizer = llguidance.hf.from_tokenizer(tokenizer)
+    if facts.token_table is None:
+        facts.token_table = _token_table(facts, facts.llg_tokenizer.vocab_size)
+    return facts
 
 
 def compile_grammar(model: Any, upper: int, granularity: Granularity = "lines") -> CompiledGrammar:
@@ -262,7 +320,8 @@ def compile_grammar(model: Any, upper: int, granularity: Granularity = "lines") 
         ``compile_seconds`` counts only the per-document part; the tokenizer-only part
         (first use of a tokenizer) is reported by :func:`tokenizer_setup_seconds`.
     """
-    backend, table, _ = _CACHE.get(model)
+    facts = _tokenizer_side(model.hf_tokenizer, model)
+    backend, table = facts.outlines_backend, facts.token_table
     start = time.perf_counter()
     text = specialize(load_grammar(granularity), upper, granularity)
     processor = backend.get_cfg_logits_processor(text)
@@ -287,7 +346,8 @@ def compile_tokenizer_grammar(tokenizer: Any, upper: int,
     """
     import llguidance
 
-    llg_tokenizer, table = _CACHE.get_bare(tokenizer)
+    facts = _tokenizer_side(tokenizer)
+    llg_tokenizer, table = facts.llg_tokenizer, facts.token_table
     start = time.perf_counter()
     text = specialize(load_grammar(granularity), upper, granularity)
     try:  # as Outlines' LLGuidanceBackend.get_cfg_logits_processor: EBNF/GBNF first, then lark
@@ -300,16 +360,14 @@ def compile_tokenizer_grammar(tokenizer: Any, upper: int,
 
 def tokenizer_setup_seconds(model: Any) -> float:
     """Seconds the first use of ``model``'s tokenizer cost (0.0 if never measured)."""
-    entry = _CACHE._entries.get(id(model.hf_tokenizer))
-    return entry[3] if entry else 0.0
+    return tokenizer_facts(model.hf_tokenizer).setup_seconds
 
 
 class ProgramConstraint:
     """The live constraint of one generation: matcher + index order + tag boundary.
 
-    Interface shared with :class:`Unconstrained` (the decode loop's other branch):
-    ``allowed``, ``forced``, ``advance``, ``piece_bytes``, ``done``, ``text``, ``ops``.
-    Drafting (constrained runs only) also reads ``pending`` and ``validate``.
+    A :class:`LoopConstraint`, as is :class:`Unconstrained` (the decode loop's other
+    branch). Drafting (constrained runs only) also reads ``pending`` and ``validate``.
 
     Parameters
     ----------
@@ -356,18 +414,14 @@ class ProgramConstraint:
         import llguidance.torch
 
         llguidance.torch.fill_next_token_bitmask(self.matcher, self._bitmask, 0)
-        bits = np.unpackbits(self._bitmask.numpy().view(np.uint8), bitorder="little")
         if self._buffer is None or self._buffer.shape[0] != vocab_size:
             self._buffer = np.zeros(vocab_size, dtype=np.uint8)
-        n = min(vocab_size, self.compiled.table.vocab_size)
-        self._buffer[:n] = bits[:n]
-        # uint8 0/1 viewed as bool: no copy, no allocation of a vocabulary-sized tensor.
-        allowed = torch.from_numpy(self._buffer.view(np.bool_))
+        allowed = bitmask_to_mask(self._bitmask[0], vocab_size, self.compiled.table.vocab_size, self._buffer)
         # Tested in place: slicing out ``pending`` would copy a whole gen body each step.
-        if self.text.startswith("<c", self._op_end):
+        if self.text.startswith(syntax.COPY_PREFIX, self._op_end):
             pending = self.pending
             allowed[self.compiled.table.crossing] = False
-            if _CLOSING_RE.search(pending):
+            if syntax.COPY_CLOSING_RE.search(pending):
                 self._allow_exact_close(allowed, pending)
             # Inside a copy tag only a few digit and close tokens are left: each is kept
             # only if the tag it makes can still become a valid copy (index order,
@@ -385,8 +439,9 @@ class ProgramConstraint:
         ``"/`` DeepSeek-Coder's mask holds only ``><``, which crosses the tag's end), so
         the exact pieces of the close are added back when the matcher validates them.
         """
-        typed = 2 if pending.endswith('"/') else 1 if pending.endswith('"') else 0
-        rest = _COPY_CLOSE[typed:].encode()
+        close = syntax.COPY_CLOSE
+        typed = max(k for k in range(len(close)) if pending.endswith(close[:k]))
+        rest = close[typed:].encode()
         for end in range(1, len(rest) + 1):
             tid = self.compiled.table.closers.get(rest[:end])
             if tid is not None and tid < allowed.numel() and self.matcher.validate_tokens([tid]) == 1:
@@ -406,7 +461,7 @@ class ProgramConstraint:
         out: list[int] = []
         for tid in run:
             candidate = pending + self._piece(tid)
-            tag = program.COPY_TAG_RE.search(candidate)
+            tag = syntax.COPY_TAG_RE.search(candidate)
             if tag and tag.end() < len(candidate):
                 break  # this token would run past the copy tag's end
             out.append(tid)
@@ -446,20 +501,24 @@ class ProgramConstraint:
                     f"token {int(tid)} rejected by the program grammar after "
                     f"{self.text[-60:]!r}: {self.matcher.get_error()}")
             self.text += self._decoder.decode(self.piece_bytes(tid))
-        if self.text.startswith(program.GEN_OPEN, self._op_end):
+        if self.text.startswith(syntax.GEN_OPEN, self._op_end):
             # Inside a gen body only a </gen> in the new text can end the op: look there
             # alone, so a step costs the same at any body length.
-            tail = max(self._op_end + len(program.GEN_OPEN), old_length - len(program.GEN_CLOSE) + 1)
-            if self.text.find(program.GEN_CLOSE, tail) < 0:
+            tail = max(self._op_end + len(syntax.GEN_OPEN), old_length - len(syntax.GEN_CLOSE) + 1)
+            if self.text.find(syntax.GEN_CLOSE, tail) < 0:
                 return []
         new_ops, self._op_end = program.scan_ops(self.text, self._op_end, self.compiled.granularity)
         self.ops.extend(new_ops)
         return new_ops
 
+    def end(self) -> None:
+        """Refused: only ``</program>`` completes a program (``accepts_end`` is False)."""
+        raise ValueError(f"a program is complete only at {syntax.PROGRAM_CLOSE}; it cannot be ended early")
+
     @property
     def done(self) -> bool:
         """Whether the program is complete (``</program>`` consumed)."""
-        return self.matcher.is_stopped() or self.text.endswith(program.PROGRAM_CLOSE)
+        return self.matcher.is_stopped() or self.text.endswith(syntax.PROGRAM_CLOSE)
 
 
 class Unconstrained:

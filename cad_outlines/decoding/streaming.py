@@ -22,9 +22,10 @@ from __future__ import annotations
 import codecs
 from typing import Sequence
 
-from . import escape
-from .program import GEN_CLOSE, GEN_OPEN, Copy, CopyTokens, Gen, Op
-from .resolver import gen_body
+from ..language import escape
+from ..language.program import Copy, CopyTokens, Gen, Op
+from ..language.resolver import gen_body
+from ..language.syntax import ESCAPE_CHAR, GEN_CLOSE, GEN_OPEN, RESERVED_TAILS
 
 
 class DocumentStream:
@@ -33,7 +34,7 @@ class DocumentStream:
     Parameters
     ----------
     lines
-        The document's lines (``document.split("\\n")``), for line programs.
+        The document's lines (:func:`~cad_outlines.language.syntax.split_lines`), for line programs.
     pieces
         The document's token byte strings, for token programs (``lines`` is then ``None``).
     """
@@ -99,12 +100,11 @@ class DocumentStream:
                 break
         # A run of escape chars is an escape only right before a reserved tail, so a run
         # followed by (a prefix of) a tail may still change meaning: hold it back.
-        tails = [lit[1:] for lit in escape.RESERVED_LITERALS]
-        for k in range(min(max(map(len, tails)), len(body)), -1, -1):
+        for k in range(min(max(map(len, RESERVED_TAILS)), len(body)), -1, -1):
             rest = body[len(body) - k:]
             head = body[:len(body) - k]
-            if head.endswith(escape.ESCAPE_CHAR) and any(t.startswith(rest) for t in tails):
-                body = head.rstrip(escape.ESCAPE_CHAR)
+            if head.endswith(ESCAPE_CHAR) and any(t.startswith(rest) for t in RESERVED_TAILS):
+                body = head.rstrip(ESCAPE_CHAR)
                 break
         text = escape.decode(body)
         if self._lines is not None:

@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import difflib
 
+from ..language.syntax import split_lines
+
 #: The marker line ``diff``, ``patch`` and ``git apply`` use for a missing final newline.
 NO_NEWLINE = "\\ No newline at end of file\n"
 
 
 def split_keepends(text: str) -> list[str]:
-    """Lines of ``text`` with their ``"\\n"``; only ``"\\n"`` ends a line.
+    """Lines of ``text`` with their ``"\\n"``: the copy units of
+    :func:`~cad_outlines.language.syntax.split_lines`, a final empty one dropped.
 
     ``str.splitlines`` would also split at ``"\\r"``, U+2028, U+0085, ..., which a
     document may hold inside a line.
     """
-    parts = text.split("\n")
+    parts = split_lines(text)
     return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
@@ -56,9 +59,9 @@ def line_summary(before: str, after: str) -> dict[str, int]:
 
     Lines are counted as :func:`split_keepends` splits them (a final newline ends the
     last line, it does not start another); the alignment is the line oracle's
-    (:func:`cad_outlines.oracle.line_matches`), which stays fast on repeated lines.
+    (:func:`cad_outlines.language.oracle.line_matches`), which stays fast on repeated lines.
     """
-    from .oracle import line_matches
+    from ..language.oracle import line_matches
 
     a, b = split_keepends(before), split_keepends(after)
     kept = sum(size for _, _, size in line_matches(a, b))

@@ -34,10 +34,11 @@ from typing import Any, Iterable, Literal, Optional, Protocol, Sequence
 import numpy as np
 
 from .corpus import Case
-from .errors import InputError
-from .oracle import oracle_program, oracle_tokens
-from .program import Copy, CopyTokens, Op, render_op
-from .resolver import resolve, split_lines
+from ..errors import InputError
+from ..language.oracle import oracle_program, oracle_tokens
+from ..language.program import Copy, CopyTokens, Op, render_op
+from ..language.resolver import resolve
+from ..language.syntax import split_lines
 
 Granularity = Literal["lines", "tokens"]
 DEFAULT_MIN_SPAN = 8
@@ -97,8 +98,8 @@ def oracle_for(doc: str, gold: str, granularity: Granularity = "lines",
     doc, gold
         Text before and after the edit.
     granularity
-        ``"lines"`` (:func:`~cad_outlines.oracle.oracle_program`) or ``"tokens"``
-        (:func:`~cad_outlines.oracle.oracle_tokens`, needs ``tokenization``).
+        ``"lines"`` (:func:`~cad_outlines.language.oracle.oracle_program`) or ``"tokens"``
+        (:func:`~cad_outlines.language.oracle.oracle_tokens`, needs ``tokenization``).
     tokenization
         Token ids and byte pieces (:func:`load_tokenization`).
     min_span
@@ -181,7 +182,7 @@ def ceiling(cases: Iterable[Case], tokenization: Tokenization, *,
     Parameters
     ----------
     cases
-        The edits (see :func:`cad_outlines.corpus.load_corpus`).
+        The edits (see :func:`cad_outlines.tools.corpus.load_corpus`).
     tokenization
         Token ids and byte pieces (an adapter from ``cad_outlines.adapters``, or
         :func:`load_tokenization`).
@@ -237,10 +238,6 @@ def format_table(stats: CeilingStats, name: str = "") -> str:
 def load_tokenization(tokenizer: Any, *, special_as_text: bool = True) -> Tokenization:
     """Token ids and byte pieces for a tokenizer folder or a loaded HF tokenizer.
 
-    Uses ``cad_outlines.adapters.get_adapter`` when it exists; until then a small
-    fallback that handles byte-level BPE and SentencePiece byte-fallback tokenizers and
-    checks, on every call, that the pieces spell the text exactly.
-
     Parameters
     ----------
     tokenizer
@@ -248,85 +245,58 @@ def load_tokenization(tokenizer: Any, *, special_as_text: bool = True) -> Tokeni
         Hugging Face tokenizer.
     special_as_text
         True (the definition): a special-token spelling such as ``<|im_start|>`` in the
-        text is tokenized as text. False: it becomes its special token, as a plain
-        ``tokenizer.encode(text, add_special_tokens=False)`` does; this reproduces the
-        shared corpora README's table and always uses the fallback (adapters are
-        text-only by contract).
+        text is tokenized as text; the tokenizer's adapter
+        (:func:`cad_outlines.adapters.get_adapter`) serves it. False: it becomes its
+        special token, as a plain ``tokenizer.encode(text, add_special_tokens=False)``
+        does; this reproduces the shared corpora README's table (adapters are text-only
+        by contract, so the tokenizer itself encodes, and its pieces are read from the
+        same byte table the adapters use).
 
     Raises
     ------
     FileNotFoundError
         If the folder does not exist.
     AdapterError
-        If it holds no ``tokenizer.json`` or transformers cannot load it.
+        If it holds no ``tokenizer.json``, transformers cannot load it, or no adapter
+        accepts it.
     """
-    if isinstance(tokenizer, (str, os.PathLike)):
-        from .adapters import load_tokenizer
+    from ..adapters import get_adapter, load_tokenizer
 
+    if isinstance(tokenizer, (str, os.PathLike)):
         tokenizer = load_tokenizer(tokenizer)
     if not special_as_text:
-        return _FallbackTokenization(tokenizer, split_special_tokens=False)
-    try:
-        from .adapters import get_adapter  # type: ignore[attr-defined]
-    except ImportError:
-        return _FallbackTokenization(tokenizer)
+        return NativeTokenization(tokenizer)
     return get_adapter(tokenizer)
 
 
-class _FallbackTokenization:
-    """Plain-text ids and exact byte pieces from a Hugging Face fast tokenizer.
+class NativeTokenization:
+    """The tokenizer's own ids (special spellings become special tokens), exact byte pieces.
 
-    Only for byte-level BPE (GPT-2 byte alphabet) and SentencePiece with byte fallback
-    (``▁`` for space, ``<0xNN>`` byte tokens, one prepended ``▁``); anything else is
-    refused by the spelling check in :meth:`token_pieces`.
+    The pieces come from the tokenizer's byte table
+    (:attr:`cad_outlines.adapters.TokenizerFacts.table`); a tokenizer whose tokens do not
+    spell the text byte for byte (a normaliser changed it) is refused by the check in
+    :meth:`token_pieces`.
     """
 
-    def __init__(self, tokenizer: Any, split_special_tokens: bool = True):
+    def __init__(self, tokenizer: Any):
+        from ..adapters import tokenizer_facts
+
         self.tokenizer = tokenizer
-        self.split_special_tokens = split_special_tokens
-        self._byte_of = {ch: b for b, ch in _gpt2_byte_alphabet().items()}
-        backend = getattr(tokenizer, "backend_tokenizer", None)
-        self._byte_level = "ByteLevel" in repr(getattr(backend, "decoder", None))
+        self._table = tokenizer_facts(tokenizer).table
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False,
-                                   split_special_tokens=self.split_special_tokens)["input_ids"])
+                                   split_special_tokens=False)["input_ids"])
 
     def token_pieces(self, text: str) -> list[bytes]:
-        tokens = self.tokenizer.convert_ids_to_tokens(self.encode(text))
+        pieces = [self._table[i] for i in self.encode(text)]
         want = text.encode("utf-8")
-        if self._byte_level:
-            # A character outside the byte alphabet (an added token's spelling) maps to
-            # its UTF-8; the spelling check below catches anything that is then wrong.
-            pieces = [b"".join(bytes([self._byte_of[ch]]) if ch in self._byte_of
-                               else ch.encode("utf-8") for ch in tok) for tok in tokens]
-        else:
-            pieces = [_spm_piece(tok) for tok in tokens]
-            # The SentencePiece normaliser prepends one "▁" that the decoder strips.
-            if pieces and b"".join(pieces) == b" " + want and pieces[0].startswith(b" "):
-                pieces[0] = pieces[0][1:]
+        # A SentencePiece normaliser prepends one "▁" (a space) that its decoder strips.
+        if pieces and b"".join(pieces) == b" " + want and pieces[0].startswith(b" "):
+            pieces[0] = pieces[0][1:]
         if b"".join(pieces) != want:
             raise InputError(
                 f"{type(self.tokenizer).__name__}: token pieces do not spell the text "
                 "exactly (normalisation?); token granularity needs a tokenizer whose "
                 "tokens reproduce the text byte for byte")
         return pieces
-
-
-def _spm_piece(token: str) -> bytes:
-    if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
-        return bytes([int(token[3:5], 16)])
-    return token.replace("\u2581", " ").encode("utf-8")
-
-
-def _gpt2_byte_alphabet() -> dict[int, str]:
-    """GPT-2's reversible byte -> printable character map used by byte-level BPE."""
-    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-                 + list(range(ord("®"), ord("ÿ") + 1)))
-    mapping = {b: chr(b) for b in printable}
-    extra = 0
-    for b in range(256):
-        if b not in mapping:
-            mapping[b] = chr(256 + extra)
-            extra += 1
-    return mapping

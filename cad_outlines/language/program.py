@@ -10,7 +10,6 @@ A program is ``<program>`` followed by ops and ``</program>``:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence, Union
@@ -18,15 +17,10 @@ from typing import Sequence, Union
 import lark
 
 from . import escape
-from .errors import InputError
+from ..errors import InputError
 from .grammar import Granularity, load_grammar
-
-PROGRAM_OPEN = "<program>"
-PROGRAM_CLOSE = "</program>"
-GEN_OPEN = "<gen>"
-GEN_CLOSE = "</gen>"
-COPY_OPEN = {"lines": '<copy lines="', "tokens": '<copy tokens="'}
-COPY_CLOSE = '"/>'
+from .syntax import (COPY_START, COPY_TAG_RE, GEN_CLOSE, GEN_OPEN, PROGRAM_CLOSE, PROGRAM_OPEN,
+                     copy_tag)
 
 
 @dataclass(frozen=True)
@@ -133,8 +127,7 @@ def render_op(op: Op) -> str:
     """Render one op to its canonical program text."""
     if isinstance(op, Gen):
         return GEN_OPEN + escape.encode(op.text) + GEN_CLOSE
-    granularity = "lines" if isinstance(op, Copy) else "tokens"
-    return f"{COPY_OPEN[granularity]}{op.start}-{op.end}{COPY_CLOSE}"
+    return copy_tag("lines" if isinstance(op, Copy) else "tokens", op.start, op.end)
 
 
 def render(ops: Sequence[Op]) -> str:
@@ -148,9 +141,6 @@ def granularity_of(ops: Sequence[Op]) -> Granularity:
     if len(kinds) > 1:
         raise ValueError("a program mixes line copies and token copies")
     return "tokens" if kinds == {CopyTokens} else "lines"
-
-
-COPY_TAG_RE = re.compile(r'<copy (lines|tokens)="(\d+)-(\d+)"/>')
 
 
 def scan_ops(text: str, pos: int = 0, granularity: Granularity = "lines") -> tuple[list[Op], int]:
@@ -171,11 +161,11 @@ def scan_ops(text: str, pos: int = 0, granularity: Granularity = "lines") -> tup
         pos = len(PROGRAM_OPEN)
     copy_cls = Copy if granularity == "lines" else CopyTokens
     while True:
-        if text.startswith("<copy", pos):
+        if text.startswith(COPY_START, pos):
             match = COPY_TAG_RE.match(text, pos)
             if not match:
                 break
-            ops.append(copy_cls(int(match.group(2)), int(match.group(3))))
+            ops.append(copy_cls(int(match["start"]), int(match["end"])))
             pos = match.end()
         elif text.startswith(GEN_OPEN, pos):
             end = text.find(GEN_CLOSE, pos + len(GEN_OPEN))

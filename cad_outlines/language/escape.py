@@ -19,15 +19,12 @@ from __future__ import annotations
 
 import re
 
-ESCAPE_CHAR = "\u27e8"  # ⟨ MATHEMATICAL LEFT ANGLE BRACKET
+from .syntax import ESCAPE_CHAR, RESERVED_TAILS, TAG_START
 
-#: Literals that may never appear inside a gen body (they would end or nest an op).
-RESERVED_LITERALS: tuple[str, ...] = ("<copy", "</copy>", "<gen>", "</gen>", "</program>")
-
-_TAIL = "(?:" + "|".join(re.escape(lit[1:]) for lit in RESERVED_LITERALS) + ")"
+_TAIL = "(?:" + "|".join(re.escape(tail) for tail in RESERVED_TAILS) + ")"
 # A run of escape characters, then an optional "<", right before a tail. The engine
 # tries the earliest start first, so a run is always matched whole.
-_ENCODE_RE = re.compile(f"({ESCAPE_CHAR}*)(<?)(?={_TAIL})")
+_ENCODE_RE = re.compile(f"({ESCAPE_CHAR}*)({re.escape(TAG_START)}?)(?={_TAIL})")
 _DECODE_RE = re.compile(f"({ESCAPE_CHAR}+)(?={_TAIL})")
 
 
@@ -38,7 +35,7 @@ def _encode_run(match: re.Match) -> str:
 
 def _decode_run(match: re.Match) -> str:
     pairs, odd = divmod(len(match.group(1)), 2)
-    return ESCAPE_CHAR * pairs + ("<" if odd else "")
+    return ESCAPE_CHAR * pairs + (TAG_START if odd else "")
 
 
 def encode(text: str) -> str:
@@ -52,7 +49,7 @@ def encode(text: str) -> str:
     Returns
     -------
     str
-        The escaped text; it contains none of :data:`RESERVED_LITERALS`. It equals
+        The escaped text; it contains none of :data:`~cad_outlines.language.syntax.RESERVED_LITERALS`. It equals
         ``text`` unless ``text`` holds a reserved literal or a ``⟨`` right before one's
         tail.
     """

@@ -6,7 +6,9 @@ Outlines user passes per call (``temperature``, ``top_p``, ``top_k``, ``min_p``,
 ``repetition_penalty``, ``seed``) and composes, in this order:
 
 1. the **mask** (the constraint's allowed set; disallowed ids get ``-inf``);
-2. transformers' ``RepetitionPenaltyLogitsProcessor`` over the ids the model has seen;
+2. the caller's own logits processors (transformers' ``(input_ids, scores) -> scores``
+   convention, as ``generate(logits_processor=...)`` takes them), then transformers'
+   ``RepetitionPenaltyLogitsProcessor`` over the ids the model has seen;
 3. transformers' warpers, in ``generate``'s order: ``TemperatureLogitsWarper``,
    ``TopKLogitsWarper``, ``TopPLogitsWarper``, ``MinPLogitsWarper``;
 4. the **choice**: ``argmax`` when ``temperature == 0`` (greedy), else one exact draw
@@ -103,11 +105,18 @@ class Sampler:
     generator
         Draw from this generator instead of one seeded with ``options.seed`` (a caller
         that shares one stream of draws across several decodes, as DCCD does).
+    processors
+        Logits processors applied to the masked scores before the penalty and the
+        warpers; they get the ids the model has seen as ``input_ids``. They can change
+        which allowed id is likely, never what is allowed (the mask comes first and a
+        processor that raises a masked id back above ``-inf`` is masked again).
     """
 
-    def __init__(self, options: SamplingOptions, generator: torch.Generator | None = None):
+    def __init__(self, options: SamplingOptions, generator: torch.Generator | None = None,
+                 processors: Sequence[Any] = ()):
         self.options = options
-        processors: list[Any] = []
+        self._own = len(processors)
+        processors = list(processors)
         if options.repetition_penalty != 1.0:
             processors.append(RepetitionPenaltyLogitsProcessor(float(options.repetition_penalty)))
         if not options.greedy:
@@ -129,8 +138,9 @@ class Sampler:
 
     @property
     def needs_context(self) -> bool:
-        """Whether :meth:`choose` reads the context ids (the repetition penalty does)."""
-        return self.options.repetition_penalty != 1.0
+        """Whether :meth:`choose` reads the context ids (the repetition penalty and the
+        caller's processors do)."""
+        return self.options.repetition_penalty != 1.0 or self._own > 0
 
     def choose(self, logits: torch.Tensor, allowed: torch.Tensor | None = None,
                context: torch.Tensor | None = None) -> torch.Tensor:
@@ -158,9 +168,11 @@ class Sampler:
         scores = logits if allowed is None else logits.masked_fill(~allowed, float("-inf"))
         if self.processors:
             if self.needs_context and context is None:
-                raise OptionError("repetition_penalty needs the context ids")
+                raise OptionError("repetition_penalty and logits processors need the context ids")
             ids = context if context is not None else torch.zeros((scores.shape[0], 0), dtype=torch.long)
             scores = self.processors(ids.to(scores.device), scores)
+            if self._own and allowed is not None:
+                scores = scores.masked_fill(~allowed, float("-inf"))
         if self.generator is None:
             return scores.argmax(dim=-1)
         return _draw(scores, self.generator)

@@ -1,0 +1,116 @@
+"""The surface syntax of the program language: every literal, and the regexes built from them.
+
+::
+
+    <program><copy lines="i-j"/><gen>new text</gen>...</program>
+
+This module is the one place that spells the language. The parser and renderer
+(:mod:`.program`), the escape (:mod:`.escape`), the grammar files (rendered by
+:func:`cad_outlines.language.grammar.render_grammar`, checked by ``tests/test_grammar_files.py``),
+the constraint, the drafter, the streaming view, the adapters' literal ids, probes and
+prompt text, the lenient reply reader (:mod:`.text`) and the benchmarks build their
+strings and patterns from the names below. It also defines the copy unit of line
+programs (:func:`split_lines`), since ``lines="i-j"`` means nothing without it.
+
+Standard library only: every layer may import it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+Granularity = Literal["lines", "tokens"]
+
+# -- literals ------------------------------------------------------------------------------
+
+#: Every literal of the language starts with this character (see :data:`RESERVED_LITERALS`).
+TAG_START = "<"
+PROGRAM_TAG = "program"
+GEN_TAG = "gen"
+COPY_TAG = "copy"
+#: The copy tag's attribute, per granularity.
+COPY_ATTRIBUTE: dict[str, str] = {"lines": "lines", "tokens": "tokens"}
+#: Between a copy's first and last index.
+RANGE_SEPARATOR = "-"
+#: The characters an index is written with (decimal, no sign).
+INDEX_DIGITS = "0123456789"
+
+PROGRAM_OPEN = f"{TAG_START}{PROGRAM_TAG}>"
+PROGRAM_CLOSE = f"{TAG_START}/{PROGRAM_TAG}>"
+GEN_OPEN = f"{TAG_START}{GEN_TAG}>"
+GEN_CLOSE = f"{TAG_START}/{GEN_TAG}>"
+#: What every copy tag starts with, whatever its granularity.
+COPY_START = f"{TAG_START}{COPY_TAG}"
+#: A copy tag up to its first index, per granularity.
+COPY_OPEN: dict[str, str] = {g: f'{COPY_START} {attr}="' for g, attr in COPY_ATTRIBUTE.items()}
+#: What ends a copy tag after its last index.
+COPY_CLOSE = '"/>'
+
+#: The structural literals: what a program is made of besides gen text and index digits.
+STRUCTURAL_LITERALS: tuple[str, ...] = (
+    PROGRAM_OPEN, PROGRAM_CLOSE, COPY_OPEN["lines"], COPY_OPEN["tokens"], RANGE_SEPARATOR,
+    COPY_CLOSE, GEN_OPEN, GEN_CLOSE)
+
+#: Literals that may never appear inside a gen body (they would end or nest an op). Each
+#: is :data:`TAG_START` followed by a tail that holds no :data:`TAG_START`, which is what
+#: the escape (:mod:`.escape`) and the gen-body regex (:mod:`._body_regex`) rely on.
+RESERVED_LITERALS: tuple[str, ...] = (
+    COPY_START, f"{TAG_START}/{COPY_TAG}>", GEN_OPEN, GEN_CLOSE, PROGRAM_CLOSE)
+RESERVED_TAILS: tuple[str, ...] = tuple(lit[len(TAG_START):] for lit in RESERVED_LITERALS)
+#: Written in a gen body in place of the :data:`TAG_START` of a reserved literal.
+ESCAPE_CHAR = "\u27e8"  # ⟨ MATHEMATICAL LEFT ANGLE BRACKET
+
+
+def _distinct_prefix(literal: str, others: tuple[str, ...]) -> str:
+    """The shortest prefix of ``literal`` that none of ``others`` starts with."""
+    for k in range(1, len(literal) + 1):
+        if not any(other.startswith(literal[:k]) for other in others):
+            return literal[:k]
+    raise ValueError(f"{literal!r} is a prefix of one of {others!r}")
+
+
+#: The shortest text that tells a copy tag from the other ops (``<gen>``, ``</program>``).
+COPY_PREFIX = _distinct_prefix(COPY_START, (GEN_OPEN, PROGRAM_CLOSE))
+
+
+def copy_tag(granularity: Granularity, start: object, end: object) -> str:
+    """A copy tag: ``copy_tag("lines", 3, 5) == '<copy lines="3-5"/>'``.
+
+    ``start`` and ``end`` are written with ``str``, so placeholders (``"i"``, ``"j"``)
+    give the tag as prompts describe it.
+    """
+    return f"{COPY_OPEN[granularity]}{start}{RANGE_SEPARATOR}{end}{COPY_CLOSE}"
+
+
+# -- patterns --------------------------------------------------------------------------
+
+_OPEN = "(?:" + "|".join(re.escape(lit) for lit in COPY_OPEN.values()) + ")"
+_SEP = re.escape(RANGE_SEPARATOR)
+_CLOSE_PREFIXES = "|".join(re.escape(COPY_CLOSE[:k]) for k in range(len(COPY_CLOSE) - 1, 0, -1))
+
+#: A complete copy tag of either granularity; groups ``start`` and ``end``.
+COPY_TAG_RE = re.compile(rf"{_OPEN}(?P<start>\d+){_SEP}(?P<end>\d+){re.escape(COPY_CLOSE)}")
+#: A copy tag's text up to its indices, either still unfinished; groups ``start``,
+#: ``sep`` (the separator, once written) and ``end``.
+COPY_INDICES_RE = re.compile(rf"{_OPEN}(?P<start>\d*)(?:(?P<sep>{_SEP})(?P<end>\d*))?")
+#: Text ending in a copy tag whose indices are written and whose close is not (a proper
+#: prefix of :data:`COPY_CLOSE`, possibly empty).
+COPY_CLOSING_RE = re.compile(rf"{_OPEN}\d+{_SEP}\d+(?:{_CLOSE_PREFIXES})?\Z")
+#: Text ending in a copy tag whose last index is being written; group ``end``.
+COPY_END_INDEX_RE = re.compile(rf"{_OPEN}\d+{_SEP}(?P<end>\d*)\Z")
+
+
+# -- copy units --------------------------------------------------------------------------
+
+
+def split_lines(document: str) -> list[str]:
+    """The document's lines, as ``<copy lines="i-j"/>`` numbers them (line ``i`` is item ``i - 1``).
+
+    Only ``"\\n"`` ends a line: ``document.split("\\n")``. A document ending in
+    ``"\\n"`` has an empty last line, a CRLF document keeps its ``"\\r"`` inside each
+    line, and ``"\\r"``, U+2028 and friends are ordinary text, so
+    ``"\\n".join(split_lines(d)) == d`` for every ``d`` (an empty document is one empty
+    line).
+    """
+    return document.split("\n")
