@@ -33,6 +33,7 @@ from cad_outlines.bench.e2e import select_cases
 from cad_outlines.bench.pld import PLDSetting, plain_prompt_ids, run_pld
 from cad_outlines.tools.ceiling import case_ceiling
 from cad_outlines.tools.corpus import load_corpus
+from cad_outlines.decoding.drafting import ForwardCost
 from cad_outlines.decoding.generator import CaDGenerator
 from cad_outlines.tools.models import load
 from cad_outlines.language.oracle import oracle_program
@@ -89,7 +90,9 @@ def main(out_dir: str, corpus: str, limit: int) -> dict:
         prefills["cad"] += prefill(len(adapter.prompt_ids(case.doc, INSTRUCTION, "lines")))
         prefills["plain"] += prefill(len(plain))
         add("regen", [(1, 1)] * len(gold_ids))  # the loop's forwards; the prefill is apart
-        for name, options in (("cad", {}), ("cad_tags_only", {"draft_lookup": False})):
+        cost = ForwardCost.from_kernel(kernel_record)
+        for name, options in (("cad", {"forward_cost": cost}), ("cad_uncosted", {}),
+                              ("cad_tags_only", {"draft_lookup": False})):
             seen: list[tuple[int, int]] = []
             runner = ObservedRunner(CountingRunner(vocab), lambda w, r, s: seen.append((w, r)))
             result = CaDGenerator(model, case.doc, runner=runner, max_new_tokens=10 ** 6, **options).run(

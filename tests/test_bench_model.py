@@ -36,7 +36,7 @@ def kernel_file(tmp_path_factory):
 def test_kernel_file(kernel_file):
     path, png = kernel_file
     record = json.loads(path.read_text())
-    assert record["n"] == [1, 2, 4, 8] and record["prefix"] == 16 and record["trials"] == 1
+    assert record["n"] == [1, 2, 3, 4, 5, 6, 7, 8] and record["prefix"] == 16 and record["trials"] == 1
     for key in ("t_ar", "t_pp_keep1", "t_pp_full", "s_keep1", "s_full"):
         assert len(record[key]) == 4 and all(v > 0 for v in record[key])
     assert record["s_keep1"][2] == pytest.approx(record["t_ar"][2] / record["t_pp_keep1"][2])
@@ -178,7 +178,7 @@ def test_e2e_pools_six_runs_on_tiny_qwen(tiny_model):
     gap = pooled["gap"]
     assert gap["extra_decode_steps"] == gap["decoded_tokens"] - pooled["T_gen"]
     assert gap["nodraft_forward_passes"] == gap["forward_passes"] + gap["forwards_saved"]
-    assert report["kernel"]["prefix"] == 32 and report["kernel"]["n"] == [1, 2, 4, 8]
+    assert report["kernel"]["prefix"] == 32 and report["kernel"]["n"] == [1, 2, 3, 4, 5, 6, 7, 8]
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from cad_outlines.decoding import generator as generator_module
 from cad_outlines.language import escape, program
-from cad_outlines.decoding.drafting import Drafter, similarity
+from cad_outlines.decoding.drafting import DraftBudget, Drafter, ForwardCost, similarity
 from cad_outlines.decoding.generator import CaDGenerator, _Draft
 from cad_outlines.language.oracle import oracle_program, oracle_tokens
 from cad_outlines.language.program import Copy, CopyTokens, Gen
@@ -165,18 +165,22 @@ class _FakeCache:
 
 def test_draft_verify_keeps_the_matching_prefix_and_crops_the_rest():
     cache = _FakeCache(10 + 4)  # 10 committed tokens, then a 4-token draft
-    draft = _Draft(TransformersRunner.__new__(TransformersRunner), cache)  # crop needs no model
+    budget = DraftBudget(None)
+    draft = _Draft(TransformersRunner.__new__(TransformersRunner), cache, budget)  # crop needs no model
     rows = [torch.full((3,), float(k)) for k in range(4)]
-    draft.add([7, 8, 9, 5], rows)
+    draft.add([7, 8, 9, 5], rows, "lookup12")
     rest, after = draft.verify([7])  # fully inside the draft: nothing to forward
     assert rest == [] and after is rows[0] and len(draft) == 3 and cache.length == 14
     rest, after = draft.verify([8, 4, 6])  # 8 kept, 4 differs: crop 9 and 5
     assert rest == [4, 6] and after is rows[1] and len(draft) == 0 and cache.length == 12
-    draft.add([1, 2], rows[:2])
+    # its fate reached the budget: one draft, first token kept, one more kept, then a miss
+    assert budget.counts["lookup12"] == [a + b for a, b in zip(DraftBudget.PRIOR["lookup12"], (1, 1, 1, 1))]
+    draft.add([1, 2], rows[:2], "tag")
     cache.length += 2
     rest, after = draft.verify([3])  # rejected at once
     assert rest == [3] and after is None and cache.length == 12
-    draft.add([1], rows[:1])
+    assert budget.counts["tag"] == [a + b for a, b in zip(DraftBudget.PRIOR["tag"], (1, 0, 0, 0))]
+    draft.add([1], rows[:1], "tag")
     cache.length += 1
     draft.discard()
     assert cache.length == 12 and len(draft) == 0

@@ -226,7 +226,7 @@ def _add_case_args(p: argparse.ArgumentParser, kernel_trials: int) -> None:
                    help="prompt-lookup runs, one per setting (k drafted tokens, n-gram size); "
                         "'' for none (default: 10:2,20:3: transformers' default and the tuned one)")
     p.add_argument("--skip", default="", metavar="RUN,...",
-                   help="ablation runs to leave out: outlines, cad_nodraft, cad_nosplice, cad_plain")
+                   help="ablation runs to leave out: outlines, cad_uncosted, cad_nodraft, cad_nosplice, cad_plain")
 
 
 def _add_bench_e2e(bench: argparse._SubParsersAction) -> None:

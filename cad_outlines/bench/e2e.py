@@ -14,7 +14,11 @@ Every case of the corpus is decoded, with the same model in the same process, si
     No splice, no fast-forward: one forward per program token.
 ``cad``
     :class:`~cad_outlines.decoding.generator.CaDGenerator` with ``force_program=oracle`` (splice,
-    fast-forward and tag drafting on: the defaults).
+    fast-forward and tag drafting on: the defaults), and ``forward_cost`` = the run's own
+    kernel curve (:class:`~cad_outlines.decoding.drafting.ForwardCost`), so each draft is
+    cut to what pays for its width on this machine.
+``cad_uncosted``
+    The same with ``forward_cost=None`` (every draft whole, the library default).
 ``cad_nodraft``
     The same with ``draft_tags=False``: the straightforward mechanism, one forward per
     decoded token.
@@ -29,7 +33,7 @@ Every case of the corpus is decoded, with the same model in the same process, si
     every verify forward runs (:mod:`.pld`). Its prompt is the plain one (instruction and
     the document verbatim: no format statement, no line numbers).
 
-``E2EConfig.skip`` leaves out ablation runs (``cad_nodraft``, ``cad_nosplice``,
+``E2EConfig.skip`` leaves out ablation runs (``cad_uncosted``, ``cad_nodraft``, ``cad_nosplice``,
 ``cad_plain``, ``outlines``) to shorten a run; ``regen`` and ``cad`` always run.
 
 Speed-ups compare the **generation phase** (wall time after the prompt's prefill);
@@ -61,6 +65,7 @@ from ..tools.ceiling import case_ceiling
 from ..tools.corpus import Case
 from ..errors import InputError
 from ..language.syntax import split_lines
+from ..decoding.drafting import ForwardCost
 from ..decoding.generator import CaDGenerator
 from ..language.grammar import load_grammar, specialize
 from ..language.oracle import oracle_program
@@ -75,9 +80,9 @@ from .pld import PLDSetting, plain_prompt_ids, run_pld
 __all__ = ["E2EConfig", "ForcingProcessor", "build_model", "format_e2e", "kernel_config", "plot_e2e",
            "report_from_checkpoint", "run_e2e", "select_cases"]
 
-RUNS = ("regen", "outlines", "cad", "cad_nodraft", "cad_nosplice", "cad_plain")
+RUNS = ("regen", "outlines", "cad", "cad_uncosted", "cad_nodraft", "cad_nosplice", "cad_plain")
 #: The runs ``E2EConfig.skip`` may leave out.
-OPTIONAL_RUNS = ("outlines", "cad_nodraft", "cad_nosplice", "cad_plain")
+OPTIONAL_RUNS = ("outlines", "cad_uncosted", "cad_nodraft", "cad_nosplice", "cad_plain")
 
 
 @dataclass(frozen=True)
@@ -255,9 +260,10 @@ def run_names(cfg: E2EConfig) -> tuple[str, ...]:
 
 
 def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs: Any,
-             pld: Sequence[str] = (), skip: Sequence[str] = ()) -> dict[str, Any]:
-    """The runs of one case (all six but ``skip``, then one per ``pld`` setting), its
-    ceiling figures and bounds.
+             pld: Sequence[str] = (), skip: Sequence[str] = (),
+             forward_cost: ForwardCost | None = None) -> dict[str, Any]:
+    """The runs of one case (all of :data:`RUNS` but ``skip``, then one per ``pld``
+    setting), its ceiling figures and bounds. ``forward_cost`` is the ``cad`` run's.
 
     Raises
     ------
@@ -280,8 +286,8 @@ def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs
     runs: dict[str, Any] = {"regen": regen_baseline(regen, regen_clock, instruction, case.gold)}
     if "outlines" not in skip:
         runs["outlines"] = run_outlines(model, case.doc, instruction, program_text, adapter)
-    runs["cad"] = _cad_run(model, case, instruction, ops, budget)
-    ablations = {"cad_nodraft": {"draft_tags": False}, "cad_nosplice": {"splice": False},
+    runs["cad"] = _cad_run(model, case, instruction, ops, budget, forward_cost=forward_cost)
+    ablations = {"cad_uncosted": {}, "cad_nodraft": {"draft_tags": False}, "cad_nosplice": {"splice": False},
                  "cad_plain": {"splice": False, "fast_forward": False, "draft_tags": False}}
     for name, options in ablations.items():
         if name not in skip:
@@ -350,17 +356,19 @@ def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
         curve = kernel.curve("keep1")
         cpu_curve = (KernelCurve(tuple(kernel_record["n"]), tuple(kernel_record["s_keep1_cpu"]))
                      if "s_keep1_cpu" in kernel_record else None)
+        forward_cost = ForwardCost.from_kernel(kernel_record)
         # Warm-up: every path once on a 4-line edit (first-call costs of transformers'
         # generate, Outlines' processor and our loop are not the cases' to pay).
         run_case(model, Case("warm-up", "a = 1\nb = 2\nc = 3\n", "a = 1\nb = 5\nc = 3\n"),
-                 cfg.instruction, curve, kernel.costs, cfg.pld, cfg.skip)
+                 cfg.instruction, curve, kernel.costs, cfg.pld, cfg.skip, forward_cost)
         results, failures = [], []
         if checkpoint is not None:
             Path(checkpoint).write_text("")
         bar = _common.progress(chosen, desc=f"e2e {cfg.preset}", unit="case", disable=not progress)
         for case in bar:
             try:
-                record = run_case(model, case, cfg.instruction, curve, kernel.costs, cfg.pld, cfg.skip)
+                record = run_case(model, case, cfg.instruction, curve, kernel.costs, cfg.pld, cfg.skip,
+                                  forward_cost)
                 results.append(record)
             except Exception as err:  # a case that fails is reported, not hidden
                 record = {"id": case.id, "error": f"{type(err).__name__}: {err}"}
@@ -548,7 +556,8 @@ def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any,
 _LABELS = {
     "regen": "regeneration (a), CaD prompt",
     "outlines": "Outlines Generator + CFG, forced (b)",
-    "cad": "**CaD** (defaults)",
+    "cad": "**CaD** (drafts cut by the run's kernel curve)",
+    "cad_uncosted": "CaD, drafts whole (library default)",
     "cad_nodraft": "CaD draft_tags=False",
     "cad_nosplice": "CaD splice=False (c)",
     "cad_plain": "CaD splice=False, fast_forward=False",
@@ -566,7 +575,7 @@ def format_e2e(report: dict[str, Any], name: str = "") -> str:
     """Markdown tables: per case, pooled (generation-only and prompt-included), gap
     breakdown, prompt cost, loop overhead."""
     names = list(report["cases"][0]["runs"]) if report["cases"] else []
-    short = {"regen": "regen", "outlines": "outlines", "cad": "cad", "cad_nodraft": "no-draft",
+    short = {"regen": "regen", "outlines": "outlines", "cad": "cad", "cad_uncosted": "uncosted", "cad_nodraft": "no-draft",
              "cad_nosplice": "no-splice", "cad_plain": "plain"}
     heads = [short.get(n, n.replace("pld_", "PLD ")) + " s" for n in names]
     lines = ["generation phase seconds per case (prefill excluded)", "",

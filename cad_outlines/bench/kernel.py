@@ -36,7 +36,7 @@ from typing import Any, Optional
 import torch
 
 from ..errors import InputError
-from ..decoding.generator import CaDGenerator
+from ..decoding.generator import MAX_DRAFT_TOKENS, CaDGenerator
 from ..language.program import Copy, Gen, render
 from ..decoding.sampler import Sampler, SamplingOptions
 from ..language.syntax import COPY_START, COPY_TAG_RE, GEN_OPEN, PROGRAM_CLOSE
@@ -73,11 +73,21 @@ class KernelConfig:
                              f"{self.prefix}, {self.trials}, {self.max_n}, {self.forced_tokens}")
 
 
+#: Every width up to this one is measured: drafts live there (a draft of up to
+#: ``MAX_DRAFT_TOKENS`` after one chosen token), and a CPU's matmul kernels make that
+#: range uneven (here widths 2-3 cost about one decode step, 4-12 up to 2.8, 16 two).
+DENSE_MAX = MAX_DRAFT_TOKENS + 1
+
+
 def grid(max_n: int) -> list[int]:
-    """``1, 2, 4, ...`` up to ``max_n`` (``max_n`` itself included)."""
-    out = [1]
-    while out[-1] * 2 <= max_n:
-        out.append(out[-1] * 2)
+    """``1, 2, 3, ...`` up to :data:`DENSE_MAX`, then doubling: ``32, 64, ...`` up to
+    ``max_n`` (``max_n`` itself included)."""
+    out = list(range(1, min(max_n, DENSE_MAX) + 1))
+    power = 32
+    while power < max_n:
+        if power > out[-1]:
+            out.append(power)
+        power *= 2
     if out[-1] != max_n:
         out.append(max_n)
     return out

@@ -23,14 +23,27 @@ a different output, so the guesses here only need to be right often:
 
 Model-free: no torch; the generator tokenizes the text and validates it with the
 grammar.
+
+Whether a draft pays depends on the machine: on a GPU a forward of 17 positions costs
+about what one of 1 costs, on a CPU up to 2-3 decode steps. :class:`DraftBudget` cuts
+each draft to the length whose expected saving (decode steps its accepted tokens spare,
+from the acceptance seen so far in the run) exceeds its cost in width, read off a
+:class:`ForwardCost` curve measured on the machine (``bench kernel``, or
+:meth:`ForwardCost.measure`). Without a curve every draft is kept whole.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Mapping, Sequence
 
+import numpy as np
 from rapidfuzz.distance import Indel
 
+from ..files import atomic_write
 from ..language import escape, syntax
 from ..language.grammar import Granularity
 from ..language.program import Copy, CopyTokens, Gen, Op
@@ -53,6 +66,11 @@ LOOKUP_MATCH = LOOKUP_KEYS[-1]
 #: At most this many characters are drafted after a match (the generator keeps at most
 #: its ``MAX_DRAFT_TOKENS`` tokens of them).
 LOOKUP_CHARS = 96
+
+#: What a draft was drawn from, for :class:`DraftBudget`'s acceptance counts: the
+#: program's structure (copy tags, ``<gen>``, ``</gen>``) or a gen-body lookup match of
+#: the given key length (longer matches continue more often).
+DraftKind = Literal["tag", "lookup48", "lookup24", "lookup12"]
 
 _GEN_CLOSE_PREFIXES = tuple(syntax.GEN_CLOSE[:k] for k in range(len(syntax.GEN_CLOSE), 1, -1))
 
@@ -87,6 +105,8 @@ class Drafter:
             self._offsets.append(at)
             at += len(unit) + len(self._sep)
         self._last_replaced: tuple[tuple[int, str], int] | None = None
+        #: What the last :meth:`predict` drew its text from.
+        self.kind: DraftKind = "tag"
 
     def predict(self, pending: str, ops: Sequence[Op]) -> str:
         """The text most likely to follow, or ``""`` when nothing is worth drafting.
@@ -99,6 +119,7 @@ class Drafter:
         ops
             The program's complete ops, in order.
         """
+        self.kind = "tag"
         expected = self._next_op_text(ops)
         if not ops:
             expected = syntax.PROGRAM_OPEN + expected
@@ -155,6 +176,7 @@ class Drafter:
             for source, offset in ((self._text, start), (self._text, 0), (earlier, 0)):
                 at = source.find(key, offset)
                 if at >= 0 and at + size < len(source):
+                    self.kind = f"lookup{size}"  # type: ignore[assignment]
                     return escape.encode(source[at + size:at + size + LOOKUP_CHARS])
         return ""
 
@@ -204,3 +226,149 @@ def _clip(text: str) -> str:
         return text
     half = MAX_COMPARED // 2
     return text[:half] + text[-half:]
+
+
+@dataclass(frozen=True)
+class ForwardCost:
+    """What one forward costs on a machine, by its width (positions appended to the cache).
+
+    ``keep1[k]`` and ``full[k]`` are the seconds of a forward of ``widths[k]`` positions
+    with one row of logits and with a row at every position (a draft of ``L`` tokens
+    needs ``L + 1`` rows). Between measured widths the cost is interpolated linearly, past
+    the last one extrapolated along the last segment.
+    """
+
+    widths: tuple[int, ...]
+    keep1: tuple[float, ...]
+    full: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not (len(self.widths) == len(self.keep1) == len(self.full) >= 2):
+            raise ValueError("widths, keep1 and full must have the same length, at least 2")
+        if self.widths[0] != 1 or any(b <= a for a, b in zip(self.widths, self.widths[1:])):
+            raise ValueError(f"widths must rise strictly from 1, got {self.widths}")
+        if min(self.keep1) <= 0 or min(self.full) <= 0:
+            raise ValueError("forward costs must be positive")
+
+    def steps(self, width: int, rows: int = 1) -> float:
+        """The cost of a forward of ``width`` positions and ``rows`` rows of logits, in
+        one-token decode steps (``keep1`` at width 1)."""
+        n = np.asarray(self.widths, dtype=float)
+        keep1, full = np.asarray(self.keep1), np.asarray(self.full)
+        per_row = np.maximum((full - keep1) / n, 0.0)
+        return (_extrapolate(width, n, keep1) + (rows - 1) * _extrapolate(width, n, per_row)) / keep1[0]
+
+    @classmethod
+    def from_kernel(cls, record: Mapping[str, Any]) -> "ForwardCost":
+        """The curve of a ``bench kernel`` record: its process-CPU-time curves where it has
+        them (on a shared CPU they measure the forwards' own work), else wall time."""
+        cpu = "t_pp_keep1_cpu" in record
+        keep1 = record["t_pp_keep1_cpu" if cpu else "t_pp_keep1"]
+        full = record["t_pp_full_cpu" if cpu else "t_pp_full"]
+        return cls(tuple(record["n"]), tuple(keep1), tuple(full))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "ForwardCost":
+        """A curve saved by :meth:`save` or a ``bench kernel`` JSON record."""
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+        if "widths" in record:
+            return cls(tuple(record["widths"]), tuple(record["keep1"]), tuple(record["full"]))
+        return cls.from_kernel(record)
+
+    def save(self, path: str | Path) -> None:
+        """Write the curve as JSON (atomically)."""
+        atomic_write(path, json.dumps({"widths": self.widths, "keep1": self.keep1, "full": self.full}))
+
+    @classmethod
+    def measure(cls, runner: Any, widths: Sequence[int] = tuple(range(1, 18)), prefix: int = 256,
+                repeats: int = 3) -> "ForwardCost":
+        """Time forwards of each width after a ``prefix``-token cache (process CPU time
+        on a CPU, wall time elsewhere; the minimum of ``repeats``). About 25 s for a 0.5B
+        model on one CPU core; a GPU needs no curve (width is nearly free there).
+
+        ``runner``: a :class:`~cad_outlines.decoding.runner.Runner`, e.g.
+        ``TransformersRunner(model.model)``.
+        """
+        widths = sorted(set(widths) | {1})
+        clock = time.process_time if str(getattr(runner, "device", "cpu")).startswith("cpu") else time.perf_counter
+        ids = [100 + (k * 7919) % 20000 for k in range(prefix + max(widths))]
+        cache = runner.new_cache()
+        runner.forward(ids[:prefix], cache)
+        keep1, full = [], []
+        for width in widths:
+            for rows, out in ((1, keep1), (width, full)):
+                times = []
+                for _ in range(repeats + 1):  # the first run of a shape warms it up
+                    start = clock()
+                    runner.forward(ids[prefix:prefix + width], cache, rows=rows)
+                    times.append(clock() - start)
+                    runner.crop(cache, width)
+                out.append(min(times[1:]))
+        return cls(tuple(widths), tuple(keep1), tuple(full))
+
+
+def _extrapolate(x: float, xs: np.ndarray, ys: np.ndarray) -> float:
+    if x <= xs[-1]:
+        return float(np.interp(x, xs, ys))
+    slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+    return float(ys[-1] + slope * (x - xs[-1]))
+
+
+class DraftBudget:
+    """How much of each draft is worth appending to a forward.
+
+    A draft's first token is accepted with probability ``p1`` and each later one, given
+    the one before it was, with probability ``q`` (per :data:`DraftKind`, counted in the
+    run from a prior; two figures because lookup drafts are bimodal: a match that ends
+    where the gen changes the text fails at once, one that holds tends to hold long).
+    ``L`` tokens spare ``p1 * (1 + q + ... + q**(L-1))`` decode steps on average and
+    cost the forward ``cost.steps(width + L, L + 1) - cost.steps(width)`` steps.
+    :meth:`length` picks the ``L`` with the largest gain (0 when none gains).
+
+    Parameters
+    ----------
+    cost
+        The machine's :class:`ForwardCost`; ``None`` keeps every draft whole (width
+        assumed free, as on a GPU).
+    """
+
+    #: (drafts, first tokens accepted, later tokens accepted, later mismatches) before
+    #: any evidence: tags are nearly always right (the grammar fixes most of their text),
+    #: lookup continuations less so.
+    PRIOR: dict[str, tuple[float, float, float, float]] = {
+        "tag": (10.0, 9.0, 9.0, 1.0), "lookup48": (2.0, 1.2, 3.0, 1.0),
+        "lookup24": (2.0, 1.1, 2.5, 1.0), "lookup12": (2.0, 1.0, 2.0, 1.0)}
+
+    def __init__(self, cost: ForwardCost | None):
+        self.cost = cost
+        self.counts = {kind: list(prior) for kind, prior in self.PRIOR.items()}
+
+    def acceptance(self, kind: str) -> tuple[float, float]:
+        """``(p1, q)``: the first token's acceptance and each later one's."""
+        drafts, first, later, missed = self.counts[kind]
+        return first / drafts, later / (later + missed)
+
+    def length(self, kind: str, offered: int, width: int) -> int:
+        """How many of ``offered`` drafted tokens to append to a forward of ``width``
+        positions."""
+        if self.cost is None or offered == 0:
+            return offered
+        p1, q = self.acceptance(kind)
+        base = self.cost.steps(width)
+        best, best_gain, saved, chance = 0, 0.0, 0.0, p1
+        for length in range(1, offered + 1):
+            saved += chance
+            chance *= q
+            gain = saved - (self.cost.steps(width + length, length + 1) - base)
+            if gain > best_gain:
+                best, best_gain = length, gain
+        return best
+
+    def record(self, kind: str, accepted: int, missed: bool) -> None:
+        """A draft's fate: ``accepted`` tokens kept, then a mismatch or not."""
+        counts = self.counts[kind]
+        counts[0] += 1
+        if accepted:
+            counts[1] += 1
+            counts[2] += accepted - 1
+            counts[3] += int(missed)

@@ -34,7 +34,7 @@ from ..language import program, syntax
 from ..adapters import Adapter, get_adapter
 from .constraint import (CompiledGrammar, CopyIndices, LoopConstraint, ProgramConstraint,
                          Unconstrained, compile_grammar, tokenizer_setup_seconds)
-from .drafting import Drafter
+from .drafting import DraftBudget, Drafter, ForwardCost
 from ..errors import InputError, ModelOutputError
 from ..language.grammar import Granularity, load_grammar, specialize
 from ..language.program import Copy, CopyTokens, Op
@@ -180,10 +180,11 @@ class _Draft:
     first token that differs, the rest of the draft is cropped from the cache.
     """
 
-    def __init__(self, runner: Runner, cache: Any):
-        self.runner, self.cache = runner, cache
+    def __init__(self, runner: Runner, cache: Any, budget: DraftBudget):
+        self.runner, self.cache, self.budget = runner, cache, budget
         self.ids: deque[int] = deque()
         self.logits: deque[torch.Tensor] = deque()
+        self.kind, self.kept = "tag", 0  # the pending draft's source and tokens kept so far
         # A sliding-window layer (Mistral, Qwen2 with use_sliding_window) drops the
         # states that leave its window at every update, so once the window is full a
         # draft could not be cropped from it. Recording keeps them until :meth:`trim`
@@ -196,9 +197,10 @@ class _Draft:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def add(self, ids: Sequence[int], logits: Sequence[torch.Tensor]) -> None:
+    def add(self, ids: Sequence[int], logits: Sequence[torch.Tensor], kind: str) -> None:
         self.ids.extend(ids)
         self.logits.extend(logits)
+        self.kind, self.kept = kind, 0
 
     def verify(self, context: Sequence[int]) -> tuple[list[int], torch.Tensor | None]:
         """Keep the drafted tokens ``context`` starts with.
@@ -211,8 +213,12 @@ class _Draft:
             self.ids.popleft()
             after = self.logits.popleft()
             kept += 1
-        if kept < len(context):
+        self.kept += kept
+        if kept < len(context) and self.ids:
+            self.budget.record(self.kind, self.kept, missed=True)
             self.discard()
+        elif not self.ids and kept:
+            self.budget.record(self.kind, self.kept, missed=False)
         return list(context[kept:]), after
 
     def discard(self) -> None:
@@ -315,6 +321,12 @@ class CaDGenerator(SteerableGenerator):
         chosen token's masked scores (``input_ids``: the ids the model has seen), before
         the repetition penalty and the warpers. A bias, not a constraint: the mask is
         applied again after them, so they cannot make a disallowed token possible.
+    forward_cost
+        The machine's cost of a forward by width (:class:`~cad_outlines.decoding.drafting.ForwardCost`,
+        from ``ForwardCost.measure(runner)`` or a ``bench kernel`` record): each draft is
+        cut to the length that pays for its width (:class:`~cad_outlines.decoding.drafting.DraftBudget`).
+        ``None`` (the default) keeps drafts whole, right where width is nearly free (a GPU);
+        on a CPU a wide forward costs several decode steps. Never changes the output.
 
     Raises
     ------
@@ -335,7 +347,8 @@ class CaDGenerator(SteerableGenerator):
                  mode: Literal["strict", "clipped"] = "strict", adapter: str | Adapter | None = None,
                  trace_alpha: bool = False, draft_tags: bool = True, draft_lookup: bool = True,
                  prompt_template: str | PromptTemplate | None = None, runner: Runner | None = None,
-                 logits_processors: Sequence[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = ()):
+                 logits_processors: Sequence[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = (),
+                 forward_cost: ForwardCost | None = None):
         check_model(model)
         if granularity not in ("lines", "tokens"):
             raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
@@ -350,6 +363,7 @@ class CaDGenerator(SteerableGenerator):
         self.splice, self.fast_forward, self.mode, self.trace_alpha = splice, fast_forward, mode, trace_alpha
         self.draft_tags, self.draft_lookup = draft_tags, draft_lookup
         self.logits_processors = tuple(logits_processors)
+        self.forward_cost = forward_cost
         self.prompt_template = (prompt_template if prompt_template is None or isinstance(prompt_template, PromptTemplate)
                                 else PromptTemplate(prompt_template))
         if isinstance(adapter, Adapter):
@@ -547,8 +561,9 @@ class CaDGenerator(SteerableGenerator):
         # penalty, as transformers' generate gives it; kept only when the sampler needs it.
         seen = list(prompt_ids) if sampler.needs_context else None
         cache = self.runner.new_cache()
-        draft = _Draft(self.runner, cache) if self.draft_tags and constrained else None
-        proposal = self._propose(constraint, stats) if draft is not None else []
+        draft = (_Draft(self.runner, cache, DraftBudget(self.forward_cost))
+                 if self.draft_tags and constrained else None)
+        proposal = self._propose(constraint, stats, len(prompt_ids), draft) if draft is not None else []
         if progress is not None:
             progress(stats)
         clock = time.perf_counter()
@@ -621,7 +636,7 @@ class CaDGenerator(SteerableGenerator):
                     stats.forwards_saved += 1
                     continue
             # step or splice: ONE forward over everything appended (+ a new draft)
-            proposal = self._propose(constraint, stats) if draft is not None else []
+            proposal = self._propose(constraint, stats, len(context), draft) if draft is not None else []
             clock = time.perf_counter()
             logits = self._forward_drafted(context, proposal, cache, draft)
             elapsed = time.perf_counter() - clock
@@ -670,7 +685,7 @@ class CaDGenerator(SteerableGenerator):
             return self.runner.forward(context, cache)
         assert draft is not None and not len(draft), "a forward starts with no unverified draft"
         rows = self.runner.forward(list(context) + proposal, cache, rows=len(proposal) + 1)
-        draft.add(proposal, list(rows[1:]))
+        draft.add(proposal, list(rows[1:]), self.drafter.kind)
         return rows[0]
 
     @cached_property
@@ -680,12 +695,15 @@ class CaDGenerator(SteerableGenerator):
             return Drafter(self._lines, "lines", lookup=self.draft_lookup)
         return Drafter([self.adapter.decode([t]) for t in self._doc_ids], "tokens", lookup=self.draft_lookup)
 
-    def _propose(self, constraint: ProgramConstraint, stats: CaDStats) -> list[int]:
-        """Ids of the drafter's guess of what follows, cut where the grammar rejects it."""
+    def _propose(self, constraint: ProgramConstraint, stats: CaDStats, width: int,
+                 draft: _Draft) -> list[int]:
+        """Ids of the drafter's guess of what follows, cut where the grammar rejects it
+        and where the rest would not pay for the width it adds to a forward of ``width``."""
         clock = time.perf_counter()
         text = self.drafter.predict(constraint.pending, constraint.ops)
         ids = self.adapter.encode(text)[:MAX_DRAFT_TOKENS] if text else []
         ids = ids[:constraint.validate(ids)]
+        ids = ids[:draft.budget.length(self.drafter.kind, len(ids), width)]
         stats.draft_tokens += len(ids)
         stats.draft_seconds += time.perf_counter() - clock
         return ids
