@@ -38,7 +38,7 @@ def test_kernel_file(kernel_file):
     record = json.loads(path.read_text())
     assert record["n"] == [1, 2, 3, 4, 5, 6, 7, 8] and record["prefix"] == 16 and record["trials"] == 1
     for key in ("t_ar", "t_pp_keep1", "t_pp_full", "s_keep1", "s_full"):
-        assert len(record[key]) == 4 and all(v > 0 for v in record[key])
+        assert len(record[key]) == len(record["n"]) and all(v > 0 for v in record[key])
     assert record["s_keep1"][2] == pytest.approx(record["t_ar"][2] / record["t_pp_keep1"][2])
     # on the CPU the same forwards are also timed in process CPU time
     assert record["s_keep1_cpu"][3] == pytest.approx(record["t_ar_cpu"][3] / record["t_pp_keep1_cpu"][3])

@@ -180,3 +180,32 @@ def test_copy_indices_rules():
     assert indices.allows('<copy tokens="5-1')        # 10..12 >= 5
     assert not indices.allows('<copy tokens="5-12"/><')  # runs past the tag's end
     assert indices.allows('<copy tokens="5-12"/>')
+
+
+@pytest.mark.parametrize("preset", FAMILY_PRESETS)
+@pytest.mark.parametrize("typed, follows", [
+    ('<copy lines="6', syntax.RANGE_SEPARATOR),      # 60.. > 38: the start is complete
+    ('<copy lines="1-6', syntax.COPY_CLOSE),        # likewise the end
+    ('<copy lines="30-3', None),                     # 3 < 30: must grow (30..38)
+    ('<copy lines="30-38', syntax.COPY_CLOSE),
+    ('<copy lines="2', None),                        # 2 or 20..29: may grow or close
+])
+def test_an_index_that_cannot_grow_forces_what_follows(preset, typed, follows, tiny_model):
+    """The grammar alone would leave the choice open (it bounds indices by the document,
+    not by each other): without this the separator or close would cost a decode step."""
+    gen = CaDGenerator(tiny_model(preset), "\n".join(f"l{k}" for k in range(38)), draft_tags=False)
+    constraint = ProgramConstraint(gen.compiled, gen._indices)
+    constraint.advance(gen.adapter.encode(syntax.PROGRAM_OPEN + typed))
+    assert constraint.pending == typed
+    run = constraint.forced()
+    if follows is None:
+        assert run == [] or not any(ch.isdigit() for ch in constraint._piece(run[0]))
+        return
+    assert run, f"nothing forced after {typed!r}"
+    piece = b"".join(constraint.piece_bytes(t) for t in run).decode()
+    assert follows.startswith(piece)
+    # the forced token is one the mask allows, and taking it (and what the grammar then
+    # forces) completes the separator or the tag
+    assert bool(constraint.allowed(constraint.compiled.table.vocab_size)[run[0]])
+    _step(constraint, run[0])
+    assert constraint.pending.endswith(follows) or constraint.ops

@@ -14,7 +14,7 @@ from cad_outlines.decoding.generator import CaDGenerator, _Draft
 from cad_outlines.language.oracle import oracle_program, oracle_tokens
 from cad_outlines.language.program import Copy, CopyTokens, Gen
 from cad_outlines.language.resolver import resolve
-from cad_outlines.decoding.runner import TransformersRunner
+from cad_outlines.decoding.runner import ObservedRunner, TransformersRunner
 
 from testdata import FAMILY_PRESETS, TOKENIZERS
 from test_generator import _DOCS, _cases, _structure_bias
@@ -168,13 +168,13 @@ def test_draft_verify_keeps_the_matching_prefix_and_crops_the_rest():
     budget = DraftBudget(None)
     draft = _Draft(TransformersRunner.__new__(TransformersRunner), cache, budget)  # crop needs no model
     rows = [torch.full((3,), float(k)) for k in range(4)]
-    draft.add([7, 8, 9, 5], rows, "lookup12")
+    draft.add([7, 8, 9, 5], rows, "lookup_short")
     rest, after = draft.verify([7])  # fully inside the draft: nothing to forward
     assert rest == [] and after is rows[0] and len(draft) == 3 and cache.length == 14
     rest, after = draft.verify([8, 4, 6])  # 8 kept, 4 differs: crop 9 and 5
     assert rest == [4, 6] and after is rows[1] and len(draft) == 0 and cache.length == 12
     # its fate reached the budget: one draft, first token kept, one more kept, then a miss
-    assert budget.counts["lookup12"] == [a + b for a, b in zip(DraftBudget.PRIOR["lookup12"], (1, 1, 1, 1))]
+    assert budget.counts["lookup_short"] == [a + b for a, b in zip(DraftBudget.PRIOR["lookup_short"], (1, 1, 1, 1))]
     draft.add([1, 2], rows[:2], "tag")
     cache.length += 2
     rest, after = draft.verify([3])  # rejected at once
@@ -357,3 +357,84 @@ def test_sliding_window_models_draft_past_the_window(kind):
                              draft_tags=draft).run("x") for draft in (False, True)]
         assert runs[0].program == runs[1].program
         assert runs[0].stats.decoded_tokens == runs[1].stats.decoded_tokens
+
+
+# the draft budget: drafts cut to what pays for their width --------------------------
+
+def _curve(costs):
+    widths = tuple(range(1, len(costs) + 1))
+    return ForwardCost(widths, tuple(costs), tuple(c * 1.1 for c in costs))
+
+
+def test_forward_cost_interpolates_and_prices_logit_rows(tmp_path):
+    cost = ForwardCost((1, 2, 4), (0.1, 0.1, 0.3), (0.1, 0.12, 0.5))
+    assert cost.steps(1) == pytest.approx(1.0)
+    assert cost.steps(3) == pytest.approx(2.0)  # halfway between 0.1 and 0.3
+    assert cost.steps(6) == pytest.approx(5.0)  # past the curve: the last segment's slope
+    # each logit row beyond the first costs (full - keep1) / width at that width
+    assert cost.steps(4, rows=4) == pytest.approx((0.3 + 3 * 0.05) / 0.1)
+    path = tmp_path / "cost.json"
+    cost.save(path)
+    assert ForwardCost.load(path) == cost
+    kernel = {"n": [1, 2, 4], "t_pp_keep1": [1, 2, 3], "t_pp_full": [1, 2, 4],
+              "t_pp_keep1_cpu": [0.1, 0.1, 0.3], "t_pp_full_cpu": [0.1, 0.12, 0.5]}
+    assert ForwardCost.from_kernel(kernel) == cost  # process CPU time where the record has it
+    (tmp_path / "kernel.json").write_text(__import__("json").dumps(kernel))
+    assert ForwardCost.load(tmp_path / "kernel.json") == cost
+    with pytest.raises(ValueError, match="rise strictly from 1"):
+        ForwardCost((2, 4), (0.1, 0.2), (0.1, 0.2))
+    with pytest.raises(ValueError, match="same length"):
+        ForwardCost((1, 2), (0.1,), (0.1, 0.2))
+
+
+def test_draft_budget_keeps_what_pays():
+    offered = 15
+    assert DraftBudget(None).length("lookup_short", offered, 1) == offered  # no curve: whole
+    assert DraftBudget(_curve([1.0] * 20)).length("tag", offered, 1) == offered  # width free
+    # width as costly as a step per position: nothing drafted pays
+    assert DraftBudget(_curve(list(range(1, 21)))).length("tag", offered, 1) == 0
+    # an uneven CPU curve (widths 4-15 dear, 16 cheap again): a long draft skips the dear
+    # middle, and the budget appends exactly up to the cheap width
+    uneven = [1.0, 1.1, 1.15] + [3.0] * 12 + [2.1] * 5
+    tags = DraftBudget(_curve(uneven))
+    assert tags.length("tag", offered, 1) == 15  # width 16
+    assert tags.length("tag", 5, 1) == 2  # width 3: the last cheap one
+    # after a run of drafts rejected at once, the same kind gets less
+    budget = DraftBudget(_curve(uneven))
+    before = budget.length("lookup_short", offered, 1)
+    for _ in range(20):
+        budget.record("lookup_short", 0, missed=True)
+    assert budget.acceptance("lookup_short")[0] < 0.1
+    assert budget.length("lookup_short", offered, 1) < before
+    assert budget.length("lookup_short", offered, 1) == 0
+
+
+def test_forward_cost_measure_on_a_model(tiny_model):
+    model = tiny_model(FAMILY_PRESETS[0])
+    cost = ForwardCost.measure(TransformersRunner(model.model), widths=(1, 2, 4), prefix=8, repeats=1)
+    assert cost.widths == (1, 2, 4) and min(cost.keep1) > 0 and min(cost.full) > 0
+
+
+@pytest.mark.parametrize("preset", FAMILY_PRESETS)
+def test_a_costed_budget_changes_forwards_never_the_output(preset, tiny_model):
+    """Cutting drafts (an uneven CPU-like curve; one where width never pays) keeps the
+    program and the document; the forward count stays honest."""
+    model = tiny_model(preset)
+    doc = "\n".join(f"value_{k} = compute({k}, scale=2.5)" for k in range(1, 40)) + "\n"
+    gold = doc.replace("value_7 = compute(7,", "value_7 = compute(7 + offset,").replace(
+        "value_30 = compute(30, scale=2.5)\n", "value_30 = compute(30, scale=2.5)\nvalue_31 = compute(31, scale=2.5)\n")
+    ops = oracle_program(doc, gold)
+    whole, whole_calls, _ = _run(model, doc, ops)
+    dear = _curve(list(range(1, 20)))
+    uneven = _curve([1.0, 1.1, 1.15] + [3.0] * 12 + [2.1] * 5)
+    for cost in (dear, uneven):
+        cut, calls, _ = _run(model, doc, ops, forward_cost=cost)
+        assert (cut.program, cut.document) == (whole.program, gold)
+        assert calls == cut.stats.forward_passes
+        assert cut.stats.draft_tokens < whole.stats.draft_tokens
+    # where each position costs a step, no forward after the prefill carries a draft
+    rows: list[int] = []
+    runner = ObservedRunner(TransformersRunner(model.model), lambda w, r, s: rows.append(r))
+    cut = CaDGenerator(model, doc, runner=runner, forward_cost=dear).run("edit", force_program=ops)
+    assert cut.document == gold and len(rows) == cut.stats.forward_passes
+    assert rows[1:] and set(rows[1:]) == {1}

@@ -452,11 +452,13 @@ class ProgramConstraint:
     def forced(self) -> list[int]:
         """The grammar-forced run from here, cut so that it never crosses a copy tag's end.
 
-        The run stops right after a completed copy tag: the splice comes next.
+        The run stops right after a completed copy tag: the splice comes next. Inside a
+        copy tag, what the index bounds force where the grammar does not
+        (:meth:`_completion`) is forced too.
         """
         run = self.matcher.compute_ff_tokens()
         if not run:
-            return []
+            return self._completion()
         pending = self.pending
         out: list[int] = []
         for tid in run:
@@ -468,7 +470,50 @@ class ProgramConstraint:
             pending = candidate
             if tag:
                 break
-        return out
+        return out or self._completion()
+
+    def _completion(self) -> list[int]:
+        """What must follow inside a copy tag when the grammar's forced run gives nothing
+        usable: one token, or none when the choice is open.
+
+        Two cases. (1) An index that cannot grow: the grammar bounds each index by the
+        document, not by the other index or the boundaries of :class:`CopyIndices`, so
+        after ``<copy lines="6`` in a 38-line document (60.. > 38) or after an end that
+        is complete, it forces nothing although no digit may follow. (2) A close whose
+        forced token would run past the tag's end (DeepSeek-Coder's ``><`` after ``"/``)
+        and is cut. Without this each would cost a decode step. The token is the allowed
+        one spelling the longest prefix of the separator or of the rest of the close.
+        """
+        if not self.text.startswith(syntax.COPY_PREFIX, self._op_end):
+            return []
+        pending = self.pending
+        if syntax.COPY_CLOSING_RE.search(pending):
+            close = syntax.COPY_CLOSE
+            typed = max(k for k in range(len(close)) if pending.endswith(close[:k]))
+            if typed == 0 and any(self.indices.allows(pending + digit) for digit in "0123456789"):
+                return []
+            rest = close[typed:].encode()
+            for end in range(len(rest), 0, -1):
+                tid = self.compiled.table.closers.get(rest[:end])
+                if (tid is not None and self.matcher.validate_tokens([tid]) == 1
+                        and self.indices.allows(pending + rest[:end].decode())):
+                    return [tid]
+            return []
+        match = syntax.COPY_INDICES_RE.match(pending)
+        if not (match and match.end() == len(pending) and not match.group("sep")
+                and pending[-1:].isdigit()):
+            return []
+        if any(self.indices.allows(pending + digit) for digit in "0123456789"):
+            return []
+        separator = syntax.RANGE_SEPARATOR.encode()
+        size = self._buffer.shape[0] if self._buffer is not None else self.compiled.table.vocab_size
+        self.allowed(size)
+        best: tuple[int, int] | None = None
+        for tid in np.flatnonzero(self._buffer).tolist():
+            piece = self.piece_bytes(tid)
+            if piece and separator.startswith(piece) and (best is None or len(piece) > best[0]):
+                best = (len(piece), tid)
+        return [best[1]] if best else []
 
     def piece_bytes(self, tid: int) -> bytes:
         """The bytes of one token, as the grammar sees them."""

@@ -61,16 +61,18 @@ MAX_REPLACED = 32
 MAX_COMPARED = 2000
 #: Gen-body lookup: the suffixes of the body tried as the search key, longest first
 #: (a longer match is likelier to continue); the shortest is the least a match must be.
-LOOKUP_KEYS = (48, 24, 12)
+LOOKUP_KEYS = (32, 16, 8)
 LOOKUP_MATCH = LOOKUP_KEYS[-1]
 #: At most this many characters are drafted after a match (the generator keeps at most
 #: its ``MAX_DRAFT_TOKENS`` tokens of them).
 LOOKUP_CHARS = 96
 
 #: What a draft was drawn from, for :class:`DraftBudget`'s acceptance counts: the
-#: program's structure (copy tags, ``<gen>``, ``</gen>``) or a gen-body lookup match of
-#: the given key length (longer matches continue more often).
-DraftKind = Literal["tag", "lookup48", "lookup24", "lookup12"]
+#: program's structure (copy tags, ``<gen>``, ``</gen>``) or a gen-body lookup match with
+#: the longest, middle or shortest key of :data:`LOOKUP_KEYS` (longer matches continue
+#: more often).
+DraftKind = Literal["tag", "lookup_long", "lookup_mid", "lookup_short"]
+_LOOKUP_KINDS: tuple[DraftKind, ...] = ("lookup_long", "lookup_mid", "lookup_short")
 
 _GEN_CLOSE_PREFIXES = tuple(syntax.GEN_CLOSE[:k] for k in range(len(syntax.GEN_CLOSE), 1, -1))
 
@@ -169,14 +171,14 @@ class Drafter:
         start = self._offsets[resume] if resume < len(self._offsets) else len(self._text)
         # the key's own place, at the body's end, has nothing after it: not a match
         earlier = "".join(op.text for op in ops if isinstance(op, Gen)) + body
-        for size in LOOKUP_KEYS:
+        for size, kind in zip(LOOKUP_KEYS, _LOOKUP_KINDS):
             if len(body) < size:
                 continue
             key = body[-size:]
             for source, offset in ((self._text, start), (self._text, 0), (earlier, 0)):
                 at = source.find(key, offset)
                 if at >= 0 and at + size < len(source):
-                    self.kind = f"lookup{size}"  # type: ignore[assignment]
+                    self.kind = kind
                     return escape.encode(source[at + size:at + size + LOOKUP_CHARS])
         return ""
 
@@ -336,8 +338,8 @@ class DraftBudget:
     #: any evidence: tags are nearly always right (the grammar fixes most of their text),
     #: lookup continuations less so.
     PRIOR: dict[str, tuple[float, float, float, float]] = {
-        "tag": (10.0, 9.0, 9.0, 1.0), "lookup48": (2.0, 1.2, 3.0, 1.0),
-        "lookup24": (2.0, 1.1, 2.5, 1.0), "lookup12": (2.0, 1.0, 2.0, 1.0)}
+        "tag": (10.0, 9.0, 9.0, 1.0), "lookup_long": (2.0, 1.2, 3.0, 1.0),
+        "lookup_mid": (2.0, 1.1, 2.5, 1.0), "lookup_short": (2.0, 1.0, 2.0, 1.0)}
 
     def __init__(self, cost: ForwardCost | None):
         self.cost = cost
