@@ -420,6 +420,10 @@ def _add_edit(sub: argparse._SubParsersAction) -> None:
                    help="0 is greedy; otherwise sample")
     p.add_argument("--top-p", type=_top_p, default=1.0, metavar="P", help="nucleus sampling mass")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument("--forward-cost", metavar="COST.json", default=None,
+                   help="the machine's forward cost by width: a `bench kernel` JSON or a saved "
+                        "ForwardCost; drafts are cut to what pays for their width (worth it on "
+                        "a CPU; default: drafts go whole)")
     _add_device_args(p)
     serving = p.add_argument_group(
         "vLLM", "--engine vllm edits all FILEs at once on one vLLM engine (continuous batching, "
@@ -458,6 +462,9 @@ def _run_edit(args: argparse.Namespace) -> int:
         raise UsageError("the instruction is empty")
     documents = {name: read_text(name) for name in args.files}  # every file readable first
     forced = read_text(args.force_program) if args.force_program else None
+    if args.engine == "vllm" and args.forward_cost:
+        raise UsageError("--forward-cost is for --engine transformers (vLLM drafts nothing)")
+    forward_cost = _forward_cost(args.forward_cost) if args.forward_cost else None
     if args.engine == "vllm":
         return _run_edit_vllm(args, documents, instruction.strip(), forced)
     model = _load_edit_model(args)
@@ -466,7 +473,7 @@ def _run_edit(args: argparse.Namespace) -> int:
     for name, document in documents.items():
         generator = CaDGenerator(model, document, granularity=args.granularity,
                                  max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                                 top_p=args.top_p, seed=args.seed)
+                                 top_p=args.top_p, seed=args.seed, forward_cost=forward_cost)
         with DecodeProgress(name, args.max_new_tokens, enabled=show) as bar:
             try:
                 result = generator.run(instruction.strip(), force_program=forced, progress=bar)
@@ -478,6 +485,17 @@ def _run_edit(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(records, indent=2, ensure_ascii=False))
     return status
+
+
+def _forward_cost(path: str) -> Any:
+    """``--forward-cost``: a cost curve file, or a usage error naming what is wrong."""
+    from cad_outlines.decoding.drafting import ForwardCost
+
+    try:
+        return ForwardCost.load(path)
+    except (KeyError, TypeError, ValueError) as err:
+        raise UsageError(f"--forward-cost {path}: not a bench kernel record or a saved ForwardCost "
+                         f"({type(err).__name__}: {err})") from None
 
 
 def _run_edit_vllm(args: argparse.Namespace, documents: dict[str, str], instruction: str,

@@ -142,3 +142,28 @@ def test_edit_engine_options_are_checked_before_loading(tmp_path, capsys, argv, 
     src.write_text("x = 1\n", encoding="utf-8")
     assert main(["edit", str(src), "--instruction", "x", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_edit_with_a_forward_cost_file(tmp_path, capsys):
+    """--forward-cost takes a saved curve (drafts cut, same document) and refuses a file
+    that is not one, naming it, before anything is written."""
+    from cad_outlines.decoding.drafting import ForwardCost
+
+    src = tmp_path / "a.py"
+    src.write_text("a = 1\nb = 2\nc = 3\n", encoding="utf-8")
+    from cad_outlines.language.oracle import oracle_program
+    from cad_outlines.language.program import render
+
+    prog = program(tmp_path, render(oracle_program("a = 1\nb = 2\nc = 3\n", "a = 1\nb = 5\nc = 3\n")))
+    cost = tmp_path / "cost.json"
+    ForwardCost((1, 2, 17), (0.1, 0.11, 0.3), (0.1, 0.12, 0.4)).save(cost)
+    out = tmp_path / "b.py"
+    assert edit(src, "--instruction", "x", "--force-program", prog, "--forward-cost", cost, "-o", out) == 0
+    assert out.read_text(encoding="utf-8") == "a = 1\nb = 5\nc = 3\n"
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"widths": [2, 3]}', encoding="utf-8")
+    out.unlink()
+    assert edit(src, "--instruction", "x", "--forward-cost", bad, "-o", out) == 2
+    err = capsys.readouterr().err
+    assert "--forward-cost" in err and "bad.json" in err and "Traceback" not in err
+    assert not out.exists()
