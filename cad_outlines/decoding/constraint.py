@@ -490,7 +490,7 @@ class ProgramConstraint:
         if syntax.COPY_CLOSING_RE.search(pending):
             close = syntax.COPY_CLOSE
             typed = max(k for k in range(len(close)) if pending.endswith(close[:k]))
-            if typed == 0 and any(self.indices.allows(pending + digit) for digit in "0123456789"):
+            if typed == 0 and self._can_grow(pending):
                 return []
             rest = close[typed:].encode()
             for end in range(len(rest), 0, -1):
@@ -503,7 +503,7 @@ class ProgramConstraint:
         if not (match and match.end() == len(pending) and not match.group("sep")
                 and pending[-1:].isdigit()):
             return []
-        if any(self.indices.allows(pending + digit) for digit in "0123456789"):
+        if self._can_grow(pending):
             return []
         separator = syntax.RANGE_SEPARATOR.encode()
         size = self._buffer.shape[0] if self._buffer is not None else self.compiled.table.vocab_size
@@ -514,6 +514,10 @@ class ProgramConstraint:
             if piece and separator.startswith(piece) and (best is None or len(piece) > best[0]):
                 best = (len(piece), tid)
         return [best[1]] if best else []
+
+    def _can_grow(self, pending: str) -> bool:
+        """Whether the index ``pending`` ends in may still take a digit."""
+        return any(self.indices.allows(pending + digit) for digit in "0123456789")
 
     def piece_bytes(self, tid: int) -> bytes:
         """The bytes of one token, as the grammar sees them."""

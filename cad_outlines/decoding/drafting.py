@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
@@ -255,10 +256,15 @@ class ForwardCost:
     def steps(self, width: int, rows: int = 1) -> float:
         """The cost of a forward of ``width`` positions and ``rows`` rows of logits, in
         one-token decode steps (``keep1`` at width 1)."""
-        n = np.asarray(self.widths, dtype=float)
-        keep1, full = np.asarray(self.keep1), np.asarray(self.full)
-        per_row = np.maximum((full - keep1) / n, 0.0)
+        n, keep1, per_row = self._arrays
         return (_extrapolate(width, n, keep1) + (rows - 1) * _extrapolate(width, n, per_row)) / keep1[0]
+
+    @cached_property
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        # built once: the budget asks for up to 2 * MAX_DRAFT_TOKENS costs per forward
+        n = np.asarray(self.widths, dtype=float)
+        keep1, full = np.asarray(self.keep1, dtype=float), np.asarray(self.full, dtype=float)
+        return n, keep1, np.maximum((full - keep1) / n, 0.0)
 
     @classmethod
     def from_kernel(cls, record: Mapping[str, Any]) -> "ForwardCost":

@@ -34,7 +34,7 @@ from ..language import program, syntax
 from ..adapters import Adapter, get_adapter
 from .constraint import (CompiledGrammar, CopyIndices, LoopConstraint, ProgramConstraint,
                          Unconstrained, compile_grammar, tokenizer_setup_seconds)
-from .drafting import DraftBudget, Drafter, ForwardCost
+from .drafting import DraftBudget, Drafter, DraftKind, ForwardCost
 from ..errors import InputError, ModelOutputError
 from ..language.grammar import Granularity, load_grammar, specialize
 from ..language.program import Copy, CopyTokens, Op
@@ -563,11 +563,11 @@ class CaDGenerator(SteerableGenerator):
         cache = self.runner.new_cache()
         draft = (_Draft(self.runner, cache, DraftBudget(self.forward_cost))
                  if self.draft_tags and constrained else None)
-        proposal = self._propose(constraint, stats, len(prompt_ids), draft) if draft is not None else []
+        proposal, kind = self._propose(constraint, stats, len(prompt_ids), draft) if draft is not None else ([], "tag")
         if progress is not None:
             progress(stats)
         clock = time.perf_counter()
-        logits = self._forward_drafted(prompt_ids, proposal, cache, draft)
+        logits = self._forward_drafted(prompt_ids, proposal, kind, cache, draft)
         stats.prefill_seconds = time.perf_counter() - clock
         stats.forward_passes += 1
 
@@ -636,9 +636,9 @@ class CaDGenerator(SteerableGenerator):
                     stats.forwards_saved += 1
                     continue
             # step or splice: ONE forward over everything appended (+ a new draft)
-            proposal = self._propose(constraint, stats, len(context), draft) if draft is not None else []
+            proposal, kind = self._propose(constraint, stats, len(context), draft) if draft is not None else ([], "tag")
             clock = time.perf_counter()
-            logits = self._forward_drafted(context, proposal, cache, draft)
+            logits = self._forward_drafted(context, proposal, kind, cache, draft)
             elapsed = time.perf_counter() - clock
             stats.forward_passes += 1
             if spliced:
@@ -673,11 +673,12 @@ class CaDGenerator(SteerableGenerator):
                 f"(max_position_embeddings): the document ({len(self.document)} characters) is "
                 "too long for this model; split it or use a model with a longer context")
 
-    def _forward_drafted(self, context: Sequence[int], proposal: list[int], cache: Any,
-                         draft: _Draft | None) -> torch.Tensor:
+    def _forward_drafted(self, context: Sequence[int], proposal: list[int], kind: DraftKind,
+                         cache: Any, draft: _Draft | None) -> torch.Tensor:
         """ONE forward over ``context`` + ``proposal``; the logits after ``context``.
 
-        The drafted tokens and the logits after each of them go to ``draft``.
+        The drafted tokens and the logits after each of them go to ``draft`` (``kind``:
+        what they were drawn from, for the draft budget).
         """
         if draft is not None:
             draft.trim()  # a forward starts with no unverified draft
@@ -685,7 +686,7 @@ class CaDGenerator(SteerableGenerator):
             return self.runner.forward(context, cache)
         assert draft is not None and not len(draft), "a forward starts with no unverified draft"
         rows = self.runner.forward(list(context) + proposal, cache, rows=len(proposal) + 1)
-        draft.add(proposal, list(rows[1:]), self.drafter.kind)
+        draft.add(proposal, list(rows[1:]), kind)
         return rows[0]
 
     @cached_property
@@ -696,17 +697,19 @@ class CaDGenerator(SteerableGenerator):
         return Drafter([self.adapter.decode([t]) for t in self._doc_ids], "tokens", lookup=self.draft_lookup)
 
     def _propose(self, constraint: ProgramConstraint, stats: CaDStats, width: int,
-                 draft: _Draft) -> list[int]:
+                 draft: _Draft) -> tuple[list[int], DraftKind]:
         """Ids of the drafter's guess of what follows, cut where the grammar rejects it
-        and where the rest would not pay for the width it adds to a forward of ``width``."""
+        and where the rest would not pay for the width it adds to a forward of ``width``;
+        and the kind of guess it was."""
         clock = time.perf_counter()
         text = self.drafter.predict(constraint.pending, constraint.ops)
+        kind = self.drafter.kind
         ids = self.adapter.encode(text)[:MAX_DRAFT_TOKENS] if text else []
         ids = ids[:constraint.validate(ids)]
-        ids = ids[:draft.budget.length(self.drafter.kind, len(ids), width)]
+        ids = ids[:draft.budget.length(kind, len(ids), width)]
         stats.draft_tokens += len(ids)
         stats.draft_seconds += time.perf_counter() - clock
-        return ids
+        return ids, kind
 
     def _span_ids(self, op: Op) -> list[int]:
         if isinstance(op, Copy):
