@@ -75,7 +75,7 @@ class KernelConfig:
 
 #: Every width up to this one is measured: drafts live there (a draft of up to
 #: ``MAX_DRAFT_TOKENS`` after one chosen token), and a CPU's matmul kernels make that
-#: range uneven (here widths 2-3 cost about one decode step, 4-12 up to 2.8, 16 two).
+#: range uneven (here widths 2-3 cost about one decode step, 4-15 up to 3.3, 16-17 two).
 DENSE_MAX = MAX_DRAFT_TOKENS + 1
 
 
