@@ -84,7 +84,12 @@ def test_prompt_cost_splits_numbers_and_format_statement(tmp_path, capsys):
     # the format statement and its blank line are what cad adds to numbered
     assert abs(row["cad"] - row["numbered"] - len(adapter.encode(format_statement("lines") + "\n\n"))) <= 2
     assert report["numbers_tokens_per_line"] == (row["numbered"] - row["plain"]) / 13 >= 2
+    # the first scheme is the generator's own layout; dropping "| " costs fewer tokens
+    schemes = report["numbering_tokens_per_line"]
+    assert schemes["{i:>w}| "] == report["numbers_tokens_per_line"]
+    assert schemes["{i} "] < schemes["{i:>w}| "]
     corpus = tmp_path / "c.jsonl"
     corpus.write_text((Path(__file__).parent / "fixtures" / "corpus_sample.jsonl").read_text().splitlines()[0] + "\n")
     assert cli.main(["bench", "prompt", str(corpus), "--tokenizer", str(QWEN)]) == 0
-    assert "| qwen | 1 |" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "| qwen | 1 |" in out and "by numbering scheme" in out

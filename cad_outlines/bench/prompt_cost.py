@@ -15,18 +15,40 @@ chat template around them is the same for all three, so it is left out):
 ``numbered - plain`` is the line numbers' cost, ``cad - numbered`` the format
 statement's. How much prefill time the difference costs depends on the model; ``bench
 e2e`` measures both prefills in the same run.
+
+:data:`NUMBERINGS` are other ways to number the lines (terser or ``cat -n``-like); their
+tokens per line are counted the same way, so that the numbering's share of the prompt
+can be weighed against a scheme a model reads as well (which only a trained model can
+tell; nothing here changes the generator's layout).
 """
 
 from __future__ import annotations
 
 import statistics
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..tools.corpus import Case
 from ..errors import InputError
 from ..language.syntax import split_lines
 
-__all__ = ["format_prompt_cost", "prompt_cost"]
+__all__ = ["NUMBERINGS", "format_prompt_cost", "prompt_cost"]
+
+#: Line-numbering schemes: name -> row(i, width, line). The first is the generator's
+#: (``adapters/_view.number_lines``); ``width`` is the digits of the last line's number.
+NUMBERINGS: dict[str, Callable[[int, int, str], str]] = {
+    "{i:>w}| ": lambda i, w, line: f"{i:>{w}}| {line}",
+    "{i}| ": lambda i, w, line: f"{i}| {line}",
+    "{i}|": lambda i, w, line: f"{i}|{line}",
+    "{i:>w}\\t": lambda i, w, line: f"{i:>{w}}\t{line}",
+    "{i}\\t": lambda i, w, line: f"{i}\t{line}",
+    "{i} ": lambda i, w, line: f"{i} {line}",
+}
+
+
+def _numbered(document: str, row: Callable[[int, int, str], str]) -> str:
+    lines = split_lines(document)
+    width = len(str(len(lines)))
+    return "\n".join(row(i, width, line) for i, line in enumerate(lines, 1))
 
 
 def prompt_cost(cases: Sequence[Case], adapter: Any, instruction: str = "Apply the edit.") -> dict[str, Any]:
@@ -51,12 +73,16 @@ def prompt_cost(cases: Sequence[Case], adapter: Any, instruction: str = "Apply t
         plain = plain_tokens(case.doc)
         numbered = plain_tokens(adapter.render_document(case.doc, "lines"))
         cad = len(adapter.encode(adapter.user_content(case.doc, instruction, "lines")))
+        schemes = {name: plain_tokens(_numbered(case.doc, row)) for name, row in NUMBERINGS.items()}
         rows.append({"id": case.id, "lines": len(split_lines(case.doc)), "plain": plain,
-                     "numbered": numbered, "cad": cad})
+                     "numbered": numbered, "cad": cad, "numberings": schemes})
     total = {k: sum(r[k] for r in rows) for k in ("lines", "plain", "numbered", "cad")}
     return {
         "family": adapter.name, "n": len(rows), "instruction": instruction, "cases": rows, "total": total,
         "numbers_tokens_per_line": (total["numbered"] - total["plain"]) / total["lines"],
+        "numbering_tokens_per_line": {
+            name: (sum(r["numberings"][name] for r in rows) - total["plain"]) / total["lines"]
+            for name in NUMBERINGS},
         "format_tokens": statistics.median(r["cad"] - r["numbered"] for r in rows),
         "cad_over_plain": total["cad"] / total["plain"],
         "cad_over_plain_case_median": statistics.median(r["cad"] / r["plain"] for r in rows),
@@ -75,4 +101,12 @@ def format_prompt_cost(reports: Sequence[dict[str, Any]], name: str = "") -> str
         lines.append(f"| {r['family']} | {r['n']} | {t['plain']} | {t['numbered']} | {t['cad']} "
                      f"| {r['numbers_tokens_per_line']:.2f} | {r['format_tokens']:.0f} "
                      f"| {r['cad_over_plain']:.2f}, {r['cad_over_plain_case_median']:.2f} |")
+    names = list(NUMBERINGS)
+    lines += ["", f"number tokens per line {name}, by numbering scheme (the first is the generator's; "
+              "\\t is a tab)", "",
+              "| family | " + " | ".join("`%s`" % n.replace("|", "\\|") for n in names) + " |",
+              "| --- |" + " ---: |" * len(names)]
+    for r in reports:
+        lines.append(f"| {r['family']} | "
+                     + " | ".join(f"{r['numbering_tokens_per_line'][n]:.2f}" for n in names) + " |")
     return "\n".join(lines)
