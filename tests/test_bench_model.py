@@ -175,10 +175,29 @@ def test_e2e_pools_six_runs_on_tiny_qwen(tiny_model):
     for case in report["cases"]:
         for run in case["runs"].values():
             assert 0 < run["cpu_gen_seconds"] <= run["cpu_total_seconds"]
+    overhead = pooled["overhead"]
+    assert overhead["regen_drift"] == pytest.approx(overhead["regen_seconds_per_token"] / overhead["tau_kernel"] - 1)
+    assert cpu["tau_kernel"] == report["kernel"]["t_ar_cpu"][0]
+    assert cpu["regen_drift"] == pytest.approx(
+        sum(c["runs"]["regen"]["cpu_gen_seconds"] for c in report["cases"])
+        / sum(c["runs"]["regen"]["tokens"] for c in report["cases"]) / cpu["tau_kernel"] - 1)
     gap = pooled["gap"]
     assert gap["extra_decode_steps"] == gap["decoded_tokens"] - pooled["T_gen"]
     assert gap["nodraft_forward_passes"] == gap["forward_passes"] + gap["forwards_saved"]
     assert report["kernel"]["prefix"] == 32 and report["kernel"]["n"] == [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def test_drift_note_flags_a_run_whose_speed_changed():
+    from cad_outlines.bench.e2e import drift_note
+
+    steady = {"tau_kernel": 0.19, "regen_seconds_per_token": 0.175, "regen_drift": 0.175 / 0.19 - 1}
+    assert drift_note(steady) is None  # 8 % under tau: within the limit
+    loaded = {"tau_kernel": 0.188, "regen_seconds_per_token": 0.250, "regen_drift": 0.250 / 0.188 - 1}
+    note = drift_note(loaded, "process CPU time")
+    assert note and "+33%" in note and "250.0 ms" in note and "188.0 ms" in note
+    assert "process CPU time realized / bnd_exact" in note
+    assert drift_note({"tau_kernel": 0.2, "regen_seconds_per_token": 0.1, "regen_drift": -0.5}) is not None
+    assert drift_note({}) is None  # a report pooled before the field existed
 
 
 @pytest.mark.slow
