@@ -29,6 +29,11 @@ DTYPE=${DTYPE:-bfloat16}
 # Prompt-lookup baselines of the e2e step (k:n): transformers' default, the CPU-tuned
 # setting, and a wide one (verify positions cost next to nothing on a GPU).
 PLD=${PLD:-10:2,20:3,64:3}
+# The kernel curves' size (the e2e step uses the trials and max N too); smaller values are
+# for the CPU smoke test (tests/test_gpu_script.py), not for results.
+KERNEL_PREFIX=${KERNEL_PREFIX:-1024}
+KERNEL_MAX_N=${KERNEL_MAX_N:-512}
+KERNEL_TRIALS=${KERNEL_TRIALS:-3}
 if [[ ! -f "$CORPUS" ]]; then
     echo "gpu_bench: $CORPUS not found; using the test fixture sample" >&2
     CORPUS=tests/fixtures/corpus_sample.jsonl
@@ -64,7 +69,7 @@ for preset in $PRESETS; do
     tag="${preset}_${DEVICE}_${DTYPE}"
     echo "$(date -u +%T) kernel $tag (timeout $(step_timeout) s)" >&2
     timeout "$(step_timeout)" cad-outlines bench kernel --preset "$preset" --device "$DEVICE" --dtype "$DTYPE" \
-        --prefix 1024 --max-n 512 --trials 3 --seed 0 \
+        --prefix "$KERNEL_PREFIX" --max-n "$KERNEL_MAX_N" --trials "$KERNEL_TRIALS" --seed 0 \
         -o "$OUT/kernel_$tag.json" --plot "$OUT/kernel_$tag.png" > "$OUT/kernel_$tag.md" \
         2> "$OUT/kernel_$tag.log" || status=$?
     if [[ -f "$OUT/kernel_$tag.json" ]]; then
@@ -78,7 +83,7 @@ for preset in $PRESETS; do
     tag="${preset}_${DEVICE}_${DTYPE}"
     echo "$(date -u +%T) e2e $tag (timeout $(step_timeout) s)" >&2
     timeout "$(step_timeout)" cad-outlines bench e2e "$CORPUS" --preset "$preset" --device "$DEVICE" --dtype "$DTYPE" \
-        --limit "$LIMIT" --order size --kernel-trials 3 --kernel-max-n 512 --seed 0 --pld "$PLD" \
+        --limit "$LIMIT" --order size --kernel-trials "$KERNEL_TRIALS" --kernel-max-n "$KERNEL_MAX_N" --seed 0 --pld "$PLD" \
         -o "$OUT/e2e_${name}_$tag.json" --plot "$OUT/e2e_${name}_$tag.png" > "$OUT/e2e_${name}_$tag.md" \
         2> "$OUT/e2e_${name}_$tag.log" || status=$?
 done

@@ -1,0 +1,47 @@
+"""scripts/gpu_bench.sh, the script a session runs once when a GPU is lent, run on the CPU.
+
+A GPU session has 15 minutes of device time and no second try to spare, so the script is
+run here end to end in its smoke-test form (a tiny preset, one case, a small kernel
+curve): every step must finish with status 0 and write the tables the docs are made from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_gpu_bench_script_runs_end_to_end_on_the_cpu(tmp_path):
+    bin_dir = Path(sys.executable).parent
+    if shutil.which("cad-outlines", path=str(bin_dir)) is None:
+        pytest.skip("the cad-outlines command is not installed beside this Python")
+    out = tmp_path / "out"
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "OUT": str(out),
+           "DEVICE": "cpu", "DTYPE": "float32", "PRESETS": "tiny-qwen", "LIMIT": "1",
+           "CORPUS": "tests/fixtures/corpus_sample.jsonl", "KERNEL_PREFIX": "64", "KERNEL_MAX_N": "16",
+           "KERNEL_TRIALS": "1", "STEP_TIMEOUT": "300", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(["bash", "scripts/gpu_bench.sh"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "done, status 0" in done.stderr
+    tag = "tiny-qwen_cpu_float32"
+    kernel = json.loads((out / f"kernel_{tag}.json").read_text())
+    assert kernel["prefix"] == 64 and kernel["n"][-1] == 16 and kernel["trials"] == 1
+    assert "bnd_exact" in (out / f"ceiling_corpus_sample_{tag}.md").read_text()
+    e2e = json.loads((out / f"e2e_corpus_sample_{tag}.json").read_text())
+    assert not e2e["failures"] and len(e2e["cases"]) == 1
+    runs = e2e["cases"][0]["runs"]
+    # the three prompt-lookup settings next to CaD, every run exact
+    assert {"regen", "cad", "pld_k10_n2", "pld_k20_n3", "pld_k64_n3"} <= set(runs)
+    assert all(run.get("exact", run.get("program_ok")) for run in runs.values())
+    assert "prompt included" in (out / f"e2e_corpus_sample_{tag}.md").read_text()
+    assert "torch" in (out / "machine.txt").read_text()
