@@ -43,13 +43,14 @@ from cad_outlines.language import syntax
 TOKEN_MARK = "\u00b7"  # ·
 
 _PROGRAM = f"{syntax.PROGRAM_OPEN}...{syntax.PROGRAM_CLOSE}"
-_GEN = f"{syntax.GEN_OPEN}text{syntax.GEN_CLOSE}"
+# Said in words, not as a literal like "<gen>text</gen>" that a weak model copies verbatim.
+_GEN = f"{syntax.GEN_OPEN}, the new text, {syntax.GEN_CLOSE}"
 _FORMAT = {
     "lines": (
         "Answer with an edit program instead of the whole edited document. "
         f"A program is {_PROGRAM} holding, in order, any number of:\n"
         f"{syntax.copy_tag('lines', 'i', 'j')} (the document's lines i to j, inclusive, unchanged) and\n"
-        f"{_GEN} (new text).\n"
+        f"{_GEN} (text that is not in the document).\n"
         'The document is shown with each line prefixed by its number and "| "; '
         "the prefix is not part of the line."
     ),
@@ -57,7 +58,7 @@ _FORMAT = {
         "Answer with an edit program instead of the whole edited document. "
         f"A program is {_PROGRAM} holding, in order, any number of:\n"
         f"{syntax.copy_tag('tokens', 'a', 'b')} (the document's tokens a to b, 0-indexed, inclusive, "
-        f"unchanged) and\n{_GEN} (new text).\n"
+        f"unchanged) and\n{_GEN} (text that is not in the document).\n"
         'The document is shown line by line; each line is prefixed by the positions "a-b" '
         'of the tokens that start on it and "| ", and "\u00b7" marks where each further '
         "token starts; neither is part of the text."
@@ -133,3 +134,9 @@ def user_content(instruction: str, view: str, granularity: str, template: Any = 
         return template.render(instruction=instruction.strip(), format=format_statement(granularity),
                                document=view)
     return f"{instruction.strip()}\n\n{format_statement(granularity)}\n\nDocument:\n{view}"
+
+
+def plain_content(instruction: str, document: str) -> str:
+    """The user message of a regeneration prompt: no format statement, no line numbers."""
+    return (f"{instruction.strip()}\n\nReply with the whole edited document and nothing else."
+            f"\n\nDocument:\n{document}")

@@ -264,6 +264,16 @@ class Adapter:
         before, after = self._template(prompt)
         return before + self.user_content(document, _instruction(prompt), granularity, template) + after
 
+    def plain_prompt(self, document: str, prompt: str | Sequence[Mapping[str, str]]) -> str:
+        """The regeneration prompt: the conversation with :func:`_view.plain_content`
+        (the instruction, a request for the whole edited document, the file as it is)."""
+        before, after = self._template(prompt)
+        return before + _view.plain_content(_instruction(prompt), document) + after
+
+    def plain_prompt_ids(self, document: str, prompt: str | Sequence[Mapping[str, str]]) -> list[int]:
+        """Ids of :meth:`plain_prompt`, tokenized as :meth:`prompt_ids` tokenizes its prompt."""
+        return self._content_ids(prompt, _view.plain_content(_instruction(prompt), document))
+
     def prompt_ids(self, document: str, prompt: str | Sequence[Mapping[str, str]],
                    granularity: str = "lines", template: Any = None) -> list[int]:
         """Ids of :meth:`prompt`, built by pieces.
@@ -276,10 +286,13 @@ class Adapter:
         token with the dummy-prefix ``▁``, as their own tokenizer does, so there
         ``decode(prompt_ids)`` shows one more space after such a token than :meth:`prompt`.
         """
+        return self._content_ids(prompt, self.user_content(document, _instruction(prompt), granularity, template))
+
+    def _content_ids(self, prompt: str | Sequence[Mapping[str, str]], content: str) -> list[int]:
+        """Ids of the conversation with ``content`` as its last user message."""
         before, after = self._template(prompt)
         head, tail = self._split_at_added(before, last=True)
         lead, rest = self._split_at_added(after, last=False)
-        content = self.user_content(document, _instruction(prompt), granularity, template)
         native = self.tokenizer.encode
         ids = native(head, add_special_tokens=False) if head else []
         ids += self.encode(self._sentence_prefix + tail + content + lead)

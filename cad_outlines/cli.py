@@ -300,6 +300,9 @@ def _add_sft(sub: argparse._SubParsersAction) -> None:
                    help="lines: generate a copy's text when its tag takes more tokens")
     b.add_argument("--max-tokens", type=int, default=None, metavar="N",
                    help="skip cases whose row is longer than N ids")
+    b.add_argument("--max-positions", type=positive, default=None, metavar="N",
+                   help="the model's context: rows longer than N ids are dropped and counted (default: "
+                        "max_position_embeddings of a config.json in the --tokenizer folder, else no limit)")
     b.add_argument("--adapter", default=None, metavar="NAME", help="adapter family (default: detect)")
     b.add_argument("-o", "--output", required=True, metavar="OUT.jsonl", help="rows (written atomically)")
     b.add_argument("--messages", metavar="OUT.jsonl",
@@ -316,20 +319,101 @@ def _run_sft_build(args: argparse.Namespace) -> int:
         raise UsageError("--cost-aware is for --granularity lines only")
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UsageError(f"--max-tokens must be >= 1, got {args.max_tokens}")
+    positions = args.max_positions or _context_of(args.tokenizer)
     cases = load_corpus(args.corpus)
     builder = RowBuilder(load_tokenizer(args.tokenizer), args.granularity, args.adapter)
-    rows, skipped = [], []
+    rows, skipped, too_long = [], [], 0
     for item in build_rows(cases, builder, cost_aware=args.cost_aware, max_tokens=args.max_tokens,
                            progress=True):
+        if not isinstance(item, tuple) and positions is not None and len(item.input_ids) > positions:
+            item, too_long = (item.id, f"{len(item.input_ids)} ids > the model's {positions} positions"), too_long + 1
         (skipped if isinstance(item, tuple) else rows).append(item)
     write_rows(rows, args.output, args.messages)
     for case_id, reason in skipped:
         print(f"cad-outlines sft build: skipped {case_id}: {reason}", file=sys.stderr)
-    print(f"{len(rows)} row(s) written to {args.output}; {len(skipped)} skipped", file=sys.stderr)
+    context = f" ({too_long} past the model's context of {positions} positions)" if positions else ""
+    print(f"{len(rows)} row(s) written to {args.output}; {len(skipped)} skipped{context}", file=sys.stderr)
     return 0
 
 
+def _context_of(folder: str) -> int | None:
+    """``max_position_embeddings`` of the model folder a tokenizer sits in, if it has a config."""
+    import json
+    import os
+
+    try:
+        with open(os.path.join(folder, "config.json"), encoding="utf-8") as fh:
+            value = json.load(fh).get("max_position_embeddings")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and value > 0 else None
+
+
 _COMMANDS.append(_add_sft)
+
+
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train", help="LoRA-fine-tune SmolLM2-135M on explicit edits over real files (resumable)",
+        description="Build the training mix (explicit edits on windows of the corpora's train-split "
+                    "files, plus real commits; tools/edits.py) and LoRA-fine-tune a real-weight "
+                    "preset on it, in the CaD layout (sft rows: prompt + program with spliced "
+                    "copies) or the regeneration layout (plain prompt + edited file). Checkpoints "
+                    "every --checkpoint-every steps; run the same command again to resume. "
+                    "See docs/learn.md for the shipped adapters' command.")
+    p.add_argument("--corpus", nargs="+", required=True, metavar="CORPUS.jsonl",
+                   help="corpora of real commits (../shared/corpora/commits_*.jsonl)")
+    p.add_argument("--layout", choices=["cad", "regen"], default="cad", help="what the model learns to write")
+    p.add_argument("--base", default="smollm2-135m-base", metavar="PRESET", help="the real-weight preset to tune")
+    p.add_argument("--cases", type=positive, default=600, metavar="N", help="edits in the training mix")
+    p.add_argument("--steps", type=positive, default=600, metavar="N", help="optimiser steps")
+    p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (warm-up, cosine to 10%%)")
+    p.add_argument("--rank", type=positive, default=8, metavar="R", help="LoRA rank (alpha = 2R)")
+    p.add_argument("--max-tokens", type=positive, default=1024, metavar="N", help="drop rows longer than N ids")
+    p.add_argument("--checkpoint-every", type=positive, default=25, metavar="N", help="steps between checkpoints")
+    p.add_argument("--threads", type=positive, default=1, metavar="N", help="torch intra-op threads")
+    p.add_argument("--seed", type=int, default=0, help="seed of the mix, the order and the LoRA init")
+    p.add_argument("-o", "--output", required=True, metavar="DIR",
+                   help="run folder: checkpoint/, log.jsonl, then adapter/ and record.json")
+    _add_verbosity(p)
+    p.set_defaults(func=_run_train)
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    import os
+
+    from cad_outlines.tools.presets import REAL_PRESETS
+    from cad_outlines.tools.train import TrainConfig, train_from_corpora
+
+    if args.base not in REAL_PRESETS:
+        raise UsageError(f"--base must be a real-weight preset ({', '.join(REAL_PRESETS)}), got {args.base!r}")
+    if not math.isfinite(args.lr) or args.lr <= 0:
+        raise UsageError(f"--lr must be a finite number > 0, got {args.lr}")
+    for path in args.corpus:
+        if not os.path.isfile(path):
+            raise UsageError(f"--corpus {path}: no such file")
+    if os.path.exists(args.output) and not os.path.isdir(args.output):
+        raise UsageError(f"--output {args.output}: exists and is not a folder")
+    cfg = TrainConfig(base=args.base, layout=args.layout, steps=args.steps, lr=args.lr, rank=args.rank,
+                      alpha=2 * args.rank, seed=args.seed, max_tokens=args.max_tokens,
+                      checkpoint_every=args.checkpoint_every, threads=args.threads)
+    from tqdm.auto import tqdm
+
+    with tqdm(total=args.steps, desc=f"train {args.layout}", unit="step",
+              disable=getattr(args, "quiet", False)) as bar:
+        def log(record: dict) -> None:
+            bar.n = record["step"]
+            bar.set_postfix(loss=record["loss"])
+            bar.refresh()
+
+        record = train_from_corpora(args.corpus, cfg, args.cases, args.output, log=log)
+    _status(args, f"adapter written to {args.output}/adapter ({record['rows']} rows, "
+                  f"{record['dropped_over_max_tokens']} dropped over --max-tokens; loss "
+                  f"{record['loss_first_10pct']} -> {record['loss_last_10pct']})")
+    return 0
+
+
+_COMMANDS.append(_add_train)
 
 
 # --- demo | edit: the main job ---------------------------------------------------------
@@ -350,17 +434,21 @@ def _add_device_args(p: argparse.ArgumentParser) -> None:
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
-    from cad_outlines.tools.presets import PRESET_SUMMARIES  # names only: no torch import
+    from cad_outlines.tools.presets import PRESETS, PRESET_SUMMARIES  # names only: no torch import
 
-    presets = "\n".join(f"  {name:22} {what}" for name, what in PRESET_SUMMARIES.items())
+    choices = ["smollm2-135m", *PRESETS]
+    presets = "\n".join(f"  {name:22} {PRESET_SUMMARIES[name]}" for name in choices)
     p = sub.add_parser(
-        "demo", help="run the real decode loop offline on the bundled example edit",
+        "demo", help="run the real decode loop offline on a bundled example edit",
         formatter_class=_HelpFormatter,
-        description="Teacher-force the oracle program of a bundled edit through the real "
-                    "decode loop of a random-weight preset, next to full regeneration.",
-        epilog=f"presets (random weights, real architectures and tokenizers):\n{presets}")
-    p.add_argument("--preset", default="tiny-qwen", choices=list(PRESET_SUMMARIES), metavar="NAME",
-                   help="random-weight preset (listed below)")
+        description="smollm2-135m (the default): the fine-tuned real model chooses its own program "
+                    "for an edit of a file it never saw in training, next to the same base model "
+                    "fine-tuned to regenerate the file. A random-weight preset: the oracle program "
+                    "of a bundled edit is teacher-forced through the real decode loop, next to full "
+                    "regeneration.",
+        epilog=f"presets:\n{presets}")
+    p.add_argument("--preset", default="smollm2-135m", choices=choices, metavar="NAME",
+                   help="real-weight or random-weight preset (listed below)")
     _add_device_args(p)
     _add_verbosity(p)
     p.set_defaults(func=_run_demo)
@@ -368,14 +456,18 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
 
 def _run_demo(args: argparse.Namespace) -> int:
     from cad_outlines.tools import models
-    from cad_outlines.tools.demo import run_demo
+    from cad_outlines.tools.demo import run_demo, run_real_demo
     from cad_outlines.decoding.progress import DecodeProgress, wants_progress
 
     show = wants_progress(args.quiet)
-    _status(args, f"building preset {args.preset} (random weights) ...")
+    real = args.preset in models.REAL_PRESETS
+    _status(args, f"loading {args.preset} (real weights; the first run converts the GGUF, ~30 s) ..."
+            if real else f"building preset {args.preset} (random weights) ...")
     model = models.load(args.preset, device=args.device, dtype=args.dtype)
+    regen_model = models.load(f"{args.preset}-regen", device=args.device, dtype=args.dtype) if real else None
     with DecodeProgress("demo", total=None, enabled=show) as bar:
-        report = run_demo(model, args.preset, progress=bar)
+        report = (run_real_demo(model, regen_model, args.preset, progress=bar) if real
+                  else run_demo(model, args.preset, progress=bar))
     print(report.format())
     return 0 if report.matches_gold else EXIT_MODEL
 
@@ -397,10 +489,11 @@ def _add_edit(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--instruction", required=True, metavar="TEXT",
                    help="what to change; '-' reads it from stdin")
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", metavar="DIR",
-                        help="local Hugging Face model folder (transformers causal LM)")
+    source.add_argument("--model", metavar="DIR|FILE.gguf",
+                        help="local Hugging Face model folder (transformers causal LM), or a GGUF file")
     source.add_argument("--preset", metavar="NAME",
-                        help="random-weight preset instead of a real model (offline tests)")
+                        help="a preset: smollm2-135m (real weights, fine-tuned to edit) or a "
+                             "random-weight one (speed tests)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("-i", "--in-place", action="store_true",
                        help="rewrite each FILE atomically (symlinks are written through)")
@@ -603,15 +696,22 @@ def _load_edit_model(args: argparse.Namespace) -> Any:
     from cad_outlines.tools import models
 
     if args.preset:
+        _status(args, f"loading preset {args.preset} ...")
         return models.load(args.preset, device=args.device, dtype=args.dtype)
     import os
 
-    if not os.path.isdir(args.model):
-        raise UsageError(f"--model {args.model}: directory does not exist (pass a local folder "
-                         "holding config.json, the weights and the tokenizer; nothing is downloaded)")
     import outlines
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if os.path.isfile(args.model) and args.model.endswith(".gguf"):
+        from cad_outlines.tools.weights import hf_folder
+
+        _status(args, f"loading {args.model} (converted once to a cached folder, ~30 s the first time) ...")
+        args.model = str(hf_folder(gguf=args.model))
+    if not os.path.isdir(args.model):
+        raise UsageError(f"--model {args.model}: no such folder or .gguf file (pass a local folder "
+                         "holding config.json, the weights and the tokenizer, or a GGUF file; nothing "
+                         "is downloaded)")
     device, dtype = models.resolve_device(args.device), models.resolve_dtype(args.dtype)
     _status(args, f"loading {args.model} ...")
     try:

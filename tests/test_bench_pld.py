@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
+from cad_outlines.adapters import get_adapter
 from cad_outlines.bench._loop import CountingRunner
 from cad_outlines.bench.e2e import E2EConfig
 from cad_outlines.bench.pld import DEFAULT, PLDSetting, lookup_steps, plain_prompt_ids, run_pld
@@ -53,9 +54,11 @@ def test_plain_prompt_has_no_format_text_or_numbers():
     tok = AutoTokenizer.from_pretrained(QWEN)
     doc = "def f():\n    return 1\n"
     text = tok.decode(plain_prompt_ids(tok, doc, " Apply the edit. "))
-    assert "Apply the edit.\n\nDocument:\n" + doc in text
+    assert "Apply the edit.\n\nReply with the whole edited document and nothing else.\n\nDocument:\n" + doc in text
     assert "<copy" not in text and "1| " not in text
-    assert text.startswith("<|im_start|>") and text.endswith("<|im_start|>assistant\n")
+    # the same chat template around it as the CaD prompt (one template rule for both)
+    cad = get_adapter(tok).prompt(doc, "Apply the edit.")
+    assert text.startswith("<|im_start|>") and text.endswith(cad[cad.rindex("<|im_end|>"):])
 
 
 def test_settings_parse_and_reject():

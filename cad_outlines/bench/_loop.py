@@ -120,7 +120,8 @@ def tag_shape(model: Any, n_lines: int = 300, copy: tuple[int, int] = (120, 245)
 
 def regen_baseline(gen: CaDGenerator, clock: CpuClock, instruction: str, gold: str) -> dict[str, Any]:
     """Baseline (a) for one case: the gold teacher-forced through the generator's own
-    unconstrained loop (``CaDGenerator.regenerate(instruction, target=gold)``).
+    unconstrained loop (``CaDGenerator.regenerate(instruction, target=gold)``), with the
+    plain prompt (the file as it is, no format statement: what a regenerating user sends).
 
     Returns a dict with ``prompt_tokens``, ``tokens``, ``forward_passes``,
     ``prefill_seconds``, ``total_seconds``, ``gen_seconds``, the CPU-time figures of

@@ -590,6 +590,62 @@ def _run_bench_learn(args: argparse.Namespace) -> int:
 _BENCH_COMMANDS.append(_add_bench_learn)
 
 
+def _add_bench_quality(bench: argparse._SubParsersAction) -> None:
+    from cad_outlines.bench.quality import CONFIGS
+
+    p = bench.add_parser(
+        "quality",
+        help="a real model (SmolLM2-135M) choosing its own programs: base vs fine-tuned, CaD vs regeneration",
+        description="Decode the eval split (files never trained on) with each configuration in one "
+                    "run: exact match, complete, valid, copies in range, forwards and process CPU "
+                    "seconds per edit, by edit kind and corpus; greedy, and sampled for some "
+                    "configurations. See docs/learn.md. Configurations: " + ", ".join(CONFIGS) + ".")
+    p.add_argument("--configs", default=None, metavar="A,B,...", help="configurations to run (default: all)")
+    p.add_argument("--sampled", default="cad,regen", metavar="A,B,...",
+                   help="configurations also sampled (temperature 0.7, --seeds); '' for none")
+    p.add_argument("--seeds", default="0,1,2", metavar="S1,S2,...", help="seeds of the sampled runs")
+    p.add_argument("--limit", type=positive, default=None, metavar="N", help="first N eval cases only")
+    p.add_argument("--sampled-limit", type=positive, default=30, metavar="N",
+                   help="first N eval cases for the sampled runs")
+    p.add_argument("--cases", metavar="CASES.jsonl", default=None,
+                   help="eval cases (default: the bundled eval split)")
+    p.add_argument("--threads", type=positive, default=1, metavar="N", help="torch intra-op threads")
+    p.add_argument("--markdown", metavar="OUT.md", help="also write the tables here (atomically)")
+    _add_output_args(p, plot=False)
+    p.set_defaults(func=_run_bench_quality)
+
+
+def _names(option: str, text: str, known: Any) -> tuple[str, ...]:
+    names = tuple(n for n in text.split(",") if n)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UsageError(f"{option}: unknown configuration(s) {', '.join(unknown)}; choose from {', '.join(known)}")
+    return names
+
+
+def _run_bench_quality(args: argparse.Namespace) -> int:
+    from cad_outlines.bench.quality import CONFIGS, QualityConfig, format_table, load_eval_cases, run
+    from cad_outlines.files import atomic_write
+
+    cfg = QualityConfig(sampled=_names("--sampled", args.sampled, CONFIGS),
+                        seeds=_int_list("--seeds", args.seeds, minimum=0), limit=args.limit,
+                        sampled_limit=args.sampled_limit, threads=args.threads)
+    if args.configs:
+        cfg.configs = _names("--configs", args.configs, CONFIGS)
+    if args.cases:
+        cfg.cases_path = args.cases
+    cases = load_eval_cases(args.cases) if args.cases else None
+    report = run(cfg, cases=cases)
+    table = format_table(report)
+    if args.markdown:
+        atomic_write(args.markdown, table + "\n")
+    _emit(args, report, table)
+    return 0
+
+
+_BENCH_COMMANDS.append(_add_bench_quality)
+
+
 def _add_bench_drafting(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser(
         "drafting",

@@ -290,7 +290,7 @@ def evaluate(model: Any, cases: Sequence[Case], cfg: LearnConfig, kind: str,
         instruction = case.meta["instruction"]
         start = time.perf_counter()
         try:
-            result = gen.run(instruction) if kind == "cad" else gen.regenerate(instruction)
+            result = gen.run(instruction) if kind == "cad" else gen.regenerate(instruction, layout="program")
             error = None
         except ResolveError as err:  # strict resolve of a complete program failed
             result, error = None, str(err)

@@ -79,15 +79,14 @@ DEFAULT = PLDSetting(10, 2)
 
 
 def plain_prompt_ids(tokenizer: Any, document: str, instruction: str) -> list[int]:
-    """The prompt a PLD user sends: instruction, then the document verbatim, in the chat template.
+    """The prompt a PLD user sends: the adapter's plain prompt (``Adapter.plain_prompt_ids``).
 
     No program-format statement and no line numbers: PLD answers with the whole edited
-    document. The chat template is the tokenizer's own (``apply_chat_template``).
+    document, as :meth:`CaDGenerator.regenerate` does with the same prompt.
     """
-    content = f"{instruction.strip()}\n\nDocument:\n{document}"
-    text = tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
-                                         add_generation_prompt=True)
-    return list(tokenizer.encode(text, add_special_tokens=False))
+    from ..adapters import get_adapter
+
+    return get_adapter(tokenizer).plain_prompt_ids(document, instruction)
 
 
 def lookup_steps(prompt_ids: Sequence[int], gold_ids: Sequence[int], setting: PLDSetting,

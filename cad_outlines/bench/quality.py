@@ -1,0 +1,260 @@
+"""``bench quality``: does a real model edit right when it chooses its own program?
+
+On the eval split (files never seen in training; ``cad_outlines/data/eval_edits.jsonl``
+by default), one run decodes each case with each configuration:
+
+=============  ==========================  =========================================
+name           model                       how
+=============  ==========================  =========================================
+base_cad       ``smollm2-135m-base``       CaD, constrained (the default prompt)
+base_regen     ``smollm2-135m-base``       regeneration, plain prompt
+cad            ``smollm2-135m``            CaD, constrained, fine-tuned adapter
+regen          ``smollm2-135m-regen``      regeneration, plain prompt, its adapter
+text           ``smollm2-135m``            text mode: the CaD prompt, free generation
+                                           (``generate`` stopping at ``</program>``), then
+                                           :func:`~cad_outlines.tools.text.apply_reply`
+cad_monotone   ``smollm2-135m``            CaD with ``monotone_copies``
+base_guarded   ``smollm2-135m-base``       CaD with ``monotone_copies`` and a gen cap
+=============  ==========================  =========================================
+
+Per run: exact match, complete, valid (a complete program parses and resolves
+strictly), copies in range (``1 <= i <= j <= n``), forwards, process CPU seconds (one
+torch thread), program tokens and, for CaD, the oracle program's tokens. Greedy for every
+configuration; sampled (temperature 0.7, several seeds) for those named in
+``sampled``. Regeneration's budget is the gold's length plus a margin (it cannot need
+more); a CaD program's budget is fixed (:attr:`QualityConfig.cad_budget`).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from typing import Any, Callable, Sequence
+
+from ..language import program as programs
+from ..language.program import Copy
+from ..language.syntax import PROGRAM_CLOSE, split_lines
+from ..tools.corpus import Case
+from ._common import environment, progress
+from ._loop import clocked_generator, cpu_run
+from .fuzz import check_result
+
+__all__ = ["CONFIGS", "QualityConfig", "format_table", "load_eval_cases", "run"]
+
+#: configuration -> (preset, method, generator options)
+CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "base_cad": ("smollm2-135m-base", "cad", {}),
+    "base_regen": ("smollm2-135m-base", "regen", {}),
+    "cad": ("smollm2-135m", "cad", {}),
+    "regen": ("smollm2-135m-regen", "regen", {}),
+    "text": ("smollm2-135m", "text", {}),
+    "cad_monotone": ("smollm2-135m", "cad", {"monotone_copies": True}),
+    "base_guarded": ("smollm2-135m-base", "cad", {"monotone_copies": True, "max_gen_tokens": 96}),
+}
+
+
+@dataclass
+class QualityConfig:
+    """What determines a run (reported with the results)."""
+
+    configs: tuple[str, ...] = tuple(CONFIGS)
+    sampled: tuple[str, ...] = ("cad", "regen")
+    seeds: tuple[int, ...] = (0, 1, 2)
+    temperature: float = 0.7
+    limit: int | None = None  # first N cases (greedy)
+    sampled_limit: int | None = 30  # first N cases (sampled)
+    cad_budget: int = 256
+    regen_margin: int = 32
+    threads: int = 1
+    cases_path: str = "cad_outlines/data/eval_edits.jsonl"
+
+
+def load_eval_cases(path: str | None = None) -> list[Case]:
+    """The eval cases (JSONL of ``id, doc, gold, instruction, kind, corpus, file``)."""
+    if path is None:
+        text = resources.files("cad_outlines.data").joinpath("eval_edits.jsonl").read_text("utf-8")
+    else:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    cases = []
+    for line in text.splitlines():
+        if line.strip():
+            r = json.loads(line)
+            cases.append(Case(r["id"], r["doc"], r["gold"],
+                              {k: r[k] for k in ("instruction", "kind", "corpus", "file") if k in r}))
+    return cases
+
+
+def _oracle_tokens(adapter: Any, case: Case) -> int:
+    from ..language.oracle import oracle_program
+
+    return len(adapter.encode(programs.render(oracle_program(case.doc, case.gold))))
+
+
+def _copies_in_range(ops: Sequence[Any], n: int) -> bool:
+    return all(1 <= op.start <= op.end <= n for op in ops if isinstance(op, Copy))
+
+
+def _run_generator(model: Any, case: Case, method: str, options: dict[str, Any], budget: int,
+                   sampling: dict[str, Any]) -> dict[str, Any]:
+    gen, clock = clocked_generator(model, case.doc, **options)
+    instruction = case.meta["instruction"]
+    if method == "cad":
+        result, cpu = cpu_run(clock, lambda: gen.run(instruction, max_new_tokens=budget, **sampling))
+    else:
+        result, cpu = cpu_run(clock, lambda: gen.regenerate(instruction, max_new_tokens=budget, **sampling))
+    st = result.stats
+    # CaD: every guarantee the fuzz campaign checks (parse, strict resolve, index bounds)
+    problems = check_result(result, gen) if method == "cad" else []
+    return {"exact": result.document == case.gold, "complete": result.complete,
+            "valid": result.complete and not problems, "problems": problems,
+            "copies_in_range": not any("out of range" in p for p in problems),
+            "forwards": st.forward_passes, "program_tokens": st.program_tokens,
+            "prompt_tokens": st.prompt_tokens, "stop_reason": st.stop_reason, **cpu,
+            "output": result.program[:2000]}
+
+
+def _run_text(model: Any, case: Case, budget: int, sampling: dict[str, Any]) -> dict[str, Any]:
+    """Text mode: the CaD prompt, transformers' ``generate`` until ``</program>``, then apply."""
+    import torch
+
+    from ..adapters import get_adapter
+    from ..tools.text import ReplyError, apply_reply
+
+    adapter = get_adapter(model.hf_tokenizer)
+    ids = adapter.prompt_ids(case.doc, case.meta["instruction"])
+    temperature = sampling.get("temperature", 0.0)
+    kwargs: dict[str, Any] = {"do_sample": False} if not temperature else {
+        "do_sample": True, "temperature": temperature, "top_p": 1.0, "top_k": 0}
+    if temperature:
+        torch.manual_seed(sampling.get("seed", 0))
+    start = time.process_time()
+    with torch.no_grad():
+        out = model.model.generate(torch.tensor([ids]), max_new_tokens=budget, stop_strings=[PROGRAM_CLOSE],
+                                   tokenizer=model.hf_tokenizer, pad_token_id=adapter.eos_token_id, **kwargs)
+    cpu = time.process_time() - start
+    new = out[0, len(ids):].tolist()
+    reply = adapter.decode(new)
+    try:
+        applied = apply_reply(reply, case.doc, "strict", lenient=False)
+        document, valid, ops = applied.document, True, applied.ops
+    except ReplyError:
+        document, valid, ops = None, False, []
+    return {"exact": document == case.gold, "complete": PROGRAM_CLOSE in reply, "valid": valid,
+            "copies_in_range": _copies_in_range(ops, len(split_lines(case.doc))),
+            "forwards": len(new), "program_tokens": len(new), "prompt_tokens": len(ids),
+            "stop_reason": "" if PROGRAM_CLOSE in reply else "max_new_tokens",
+            "cpu_total_seconds": cpu, "cpu_gen_seconds": cpu, "output": reply[:2000]}
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def share(key: str) -> float:
+        return round(sum(bool(r[key]) for r in rows) / len(rows), 4)
+
+    complete = [r for r in rows if r["complete"]]
+    return {"n": len(rows), "exact": share("exact"), "complete": share("complete"),
+            "valid_of_complete": round(sum(r["valid"] for r in complete) / len(complete), 4) if complete else None,
+            "copies_in_range": share("copies_in_range"),
+            "forwards_mean": round(statistics.mean(r["forwards"] for r in rows), 1),
+            "cpu_seconds_mean": round(statistics.mean(r["cpu_total_seconds"] for r in rows), 3),
+            "cpu_gen_seconds_mean": round(statistics.mean(r["cpu_gen_seconds"] for r in rows), 3),
+            "program_tokens_mean": round(statistics.mean(r["program_tokens"] for r in rows), 1)}
+
+
+def _group(rows: list[dict[str, Any]], key: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[key(r)].append(r)
+    return {k: _summary(v) for k, v in sorted(groups.items())}
+
+
+def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
+        loader: Callable[[str], Any] | None = None) -> dict[str, Any]:
+    """Run every configuration of ``cfg`` on ``cases``; per-run records and summaries.
+
+    ``loader(preset)`` returns the Outlines model of a preset (default:
+    :func:`cad_outlines.tools.models.load`); each preset is loaded once.
+    """
+    import torch
+
+    from ..tools import models
+
+    torch.set_num_threads(cfg.threads)
+    if cases is None:
+        cases = load_eval_cases(cfg.cases_path if cfg.cases_path != QualityConfig.cases_path else None)
+    cases = list(cases)[:cfg.limit] if cfg.limit else list(cases)
+    loader = loader or models.load
+    loaded: dict[str, Any] = {}
+    records: list[dict[str, Any]] = []
+    started = time.time()
+    for name in cfg.configs:
+        preset, method, options = CONFIGS[name]
+        if preset not in loaded:
+            loaded[preset] = loader(preset)
+        model = loaded[preset]
+        runs = [("greedy", {"temperature": 0.0}, cases)]
+        if name in cfg.sampled:
+            sample_cases = cases[:cfg.sampled_limit] if cfg.sampled_limit else cases
+            runs += [(f"seed{s}", {"temperature": cfg.temperature, "seed": s}, sample_cases) for s in cfg.seeds]
+        for label, sampling, subset in runs:
+            for case in progress(subset, desc=f"{name} {label}", unit="edit"):
+                if method == "text":
+                    rec = _run_text(model, case, cfg.cad_budget, sampling)
+                else:
+                    budget = (cfg.cad_budget if method == "cad" else
+                              len(model.hf_tokenizer.encode(case.gold, add_special_tokens=False)) + cfg.regen_margin)
+                    rec = _run_generator(model, case, method, options, budget, sampling)
+                rec.update(config=name, sampling=label, case=case.id, kind=case.meta.get("kind", "?"),
+                           corpus=case.meta.get("corpus", "?"))
+                if method == "cad":
+                    from ..adapters import get_adapter
+
+                    rec["oracle_tokens"] = _oracle_tokens(get_adapter(model.hf_tokenizer), case)
+                records.append(rec)
+    summaries: dict[str, Any] = {}
+    for name in cfg.configs:
+        for label in sorted({r["sampling"] for r in records if r["config"] == name}):
+            rows = [r for r in records if r["config"] == name and r["sampling"] == label]
+            synthetic = [r for r in rows if r["kind"] != "commit"]
+            summaries[f"{name}/{label}"] = {
+                "all": _summary(rows), "synthetic": _summary(synthetic) if synthetic else None,
+                "by_kind": _group(rows, lambda r: r["kind"]), "by_corpus": _group(rows, lambda r: r["corpus"])}
+    return {"config": asdict(cfg), "cases": len(cases), "seconds": round(time.time() - started, 1),
+            "environment": environment(), "summaries": summaries, "records": records}
+
+
+def format_table(report: dict[str, Any]) -> str:
+    """The markdown tables of a report: overall (synthetic / commits) and by kind for greedy."""
+    out = ["| configuration | sampling | n | exact (synthetic) | exact (commits) | complete | valid of complete "
+           "| copies in range | forwards / edit | CPU s / edit |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for key, s in report["summaries"].items():
+        name, label = key.split("/")
+        rows = [r for r in report["records"] if r["config"] == name and r["sampling"] == label]
+        commits = [r for r in rows if r["kind"] == "commit"]
+        a, syn = s["all"], s["synthetic"]
+        exact_c = f"{sum(r['exact'] for r in commits)}/{len(commits)}" if commits else "-"
+        exact_s = f"{sum(r['exact'] for r in rows if r['kind'] != 'commit')}/{syn['n']}" if syn else "-"
+        valid = "-" if a["valid_of_complete"] is None else f"{a['valid_of_complete']:.0%}"
+        out.append(f"| {name} | {label} | {a['n']} | {exact_s} | {exact_c} | {a['complete']:.0%} | {valid} "
+                   f"| {a['copies_in_range']:.0%} | {a['forwards_mean']} | {a['cpu_seconds_mean']} |")
+    kinds = sorted({r["kind"] for r in report["records"]})
+    greedy = [k for k in report["summaries"] if k.endswith("/greedy")]
+    out += ["", "Exact match by edit kind (greedy):", "",
+            "| configuration | " + " | ".join(kinds) + " |", "|---|" + "---:|" * len(kinds)]
+    for key in greedy:
+        by = report["summaries"][key]["by_kind"]
+        cells = [f"{round(by[k]['exact'] * by[k]['n'])}/{by[k]['n']}" if k in by else "-" for k in kinds]
+        out.append(f"| {key.split('/')[0]} | " + " | ".join(cells) + " |")
+    corpora = sorted({r["corpus"] for r in report["records"]})
+    out += ["", "Exact match by corpus (greedy):", "",
+            "| configuration | " + " | ".join(corpora) + " |", "|---|" + "---:|" * len(corpora)]
+    for key in greedy:
+        by = report["summaries"][key]["by_corpus"]
+        cells = [f"{round(by[c]['exact'] * by[c]['n'])}/{by[c]['n']}" if c in by else "-" for c in corpora]
+        out.append(f"| {key.split('/')[0]} | " + " | ".join(cells) + " |")
+    return "\n".join(out)

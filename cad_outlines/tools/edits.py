@@ -1,0 +1,279 @@
+"""The training and evaluation mix for a real model: explicit edits over real files.
+
+A 135M-parameter model cannot be taught to edit whole 400-line files on a CPU in an hour
+(a row costs ~9 CPU-seconds per 1,000 tokens under LoRA), so each case is a *window* of
+a real file (:data:`MIN_LINES`..:data:`MAX_LINES` consecutive lines of a document of
+``../shared/corpora/commits_*.jsonl``) with one edit on it:
+
+========================  ===============================================================
+kind                      instruction (``k``, ``m``: line numbers of the numbered view)
+========================  ===============================================================
+``replace``               ``Replace line k with this line:`` + the new line
+``insert_after``          ``Insert this line after line k:`` + the new line
+``insert_before``         ``Insert this line before line k:`` + the new line
+``delete``                ``Delete line k.`` / ``Delete lines k to m.``
+``change``                ``In line k, change `OLD` to `NEW`.``
+``rename``                ``Rename `OLD` to `NEW` everywhere.``
+``swap``                  ``Swap lines k and k+1.``
+``identity``              ``Keep the document unchanged.`` (copy warm-up)
+``commit``                the commit's subject, on a window around the commit's real change
+========================  ===============================================================
+
+New lines come from other files of the same corpus and split, so they are real code or
+prose. The split is **by file**: a file (``source`` + ``path``) is in the eval split when
+its hash says so (:func:`split_of`), and every window of it goes there; a model is never
+evaluated on a file it was trained on. Everything is seeded; nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import random
+import re
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from ..language.syntax import split_lines
+from .corpus import Case
+
+__all__ = ["KINDS", "MixConfig", "make_mix", "split_of"]
+
+MIN_LINES, MAX_LINES = 8, 24
+#: Longest line a window may hold (characters): long lines make long rows.
+MAX_LINE_CHARS = 120
+#: The edit kinds and their shares of the mix.
+KINDS: dict[str, float] = {"replace": 0.14, "insert_after": 0.13, "insert_before": 0.07,
+                           "delete": 0.13, "change": 0.14, "rename": 0.10, "swap": 0.07,
+                           "identity": 0.05, "commit": 0.17}
+EVAL_SHARE = 0.2
+_IDENT = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]{2,}\b")
+_NUMBER = re.compile(r"\b\d+\b")
+_KEYWORDS = frozenset("""and as assert async await break class continue def del elif else except
+False finally for from global if import in is lambda None nonlocal not or pass raise return True
+try while with yield self const char int void static struct return unsigned size_t bool auto
+include define ifdef ifndef endif float double long short sizeof typedef enum the and""".split())
+
+
+@dataclass(frozen=True)
+class MixConfig:
+    """What determines a mix (recorded with every training run)."""
+
+    seed: int = 0
+    cases: int = 1000
+    split: str = "train"  # "train" or "eval"
+    kinds: tuple[str, ...] = tuple(KINDS)
+
+
+def split_of(source: str, path: str) -> str:
+    """``"eval"`` for about :data:`EVAL_SHARE` of the files, by a hash of their name."""
+    digest = hashlib.sha256(f"{source}:{path}".encode()).digest()
+    return "eval" if digest[0] < 256 * EVAL_SHARE else "train"
+
+
+@dataclass(frozen=True)
+class _File:
+    corpus: str
+    key: str
+    lines: list[str]  # split_lines of the doc: the last one is "" for a file ending in "\n"
+
+
+def _files(records: Iterable[dict], split: str) -> list[_File]:
+    seen: dict[str, _File] = {}
+    for r in records:
+        if split_of(r.get("source", ""), r.get("path", r["id"])) != split:
+            continue
+        key = f"{r.get('source', '')}:{r.get('path', r['id'])}"
+        if key not in seen:
+            seen[key] = _File(r["id"].rsplit("-", 1)[0], key, split_lines(r["doc"]))
+    return list(seen.values())
+
+
+def _window(rng: random.Random, f: _File) -> list[str] | None:
+    body = f.lines[:-1] if f.lines and f.lines[-1] == "" else f.lines
+    size = rng.randint(MIN_LINES, MAX_LINES)
+    if len(body) < size:
+        return None
+    for _ in range(8):
+        start = rng.randint(0, len(body) - size)
+        window = body[start:start + size]
+        if all(len(line) <= MAX_LINE_CHARS for line in window) and sum(bool(x.strip()) for x in window) >= size // 2:
+            return window
+    return None
+
+
+def _text(lines: Sequence[str]) -> str:
+    return "\n".join(lines) + "\n"
+
+
+def _new_line(rng: random.Random, pool: list[str], avoid: Sequence[str]) -> str:
+    while True:
+        line = rng.choice(pool)
+        if line.strip() and line not in avoid:
+            return line
+
+
+def _pick(rng: random.Random, lines: list[str], ok=lambda line: bool(line.strip())) -> int | None:
+    choices = [i for i, line in enumerate(lines) if ok(line)]
+    return rng.choice(choices) if choices else None
+
+
+def _synthetic(kind: str, rng: random.Random, lines: list[str], pool: list[str]) -> tuple[str, list[str]] | None:
+    """``(instruction, edited lines)`` for one edit of ``kind``, or None when the window has no room."""
+    n = len(lines)
+    if kind == "identity":
+        return "Keep the document unchanged.", lines
+    if kind in ("replace", "insert_after", "insert_before"):
+        i = _pick(rng, lines) if kind == "replace" else rng.randrange(n)
+        if i is None:
+            return None
+        new = _new_line(rng, pool, lines)
+        if kind == "replace":
+            return f"Replace line {i + 1} with this line:\n{new}", lines[:i] + [new] + lines[i + 1:]
+        if kind == "insert_after":
+            return f"Insert this line after line {i + 1}:\n{new}", lines[:i + 1] + [new] + lines[i + 1:]
+        return f"Insert this line before line {i + 1}:\n{new}", lines[:i] + [new] + lines[i:]
+    if kind == "delete":
+        span = rng.choice((1, 1, 2, 3))
+        i = rng.randrange(0, n - span + 1)
+        if span == 1:
+            return f"Delete line {i + 1}.", lines[:i] + lines[i + 1:]
+        return f"Delete lines {i + 1} to {i + span}.", lines[:i] + lines[i + span:]
+    if kind == "change":
+        i = _pick(rng, lines, lambda line: bool(_IDENT.search(line) or _NUMBER.search(line)))
+        if i is None:
+            return None
+        words = [m.group(0) for m in _IDENT.finditer(lines[i]) if m.group(0) not in _KEYWORDS]
+        numbers = [m.group(0) for m in _NUMBER.finditer(lines[i])]
+        candidates = [w for w in words + numbers if lines[i].count(w) == 1]
+        if not candidates:
+            return None
+        old = rng.choice(candidates)
+        new = str(int(old) + rng.randint(1, 9)) if old.isdigit() else _other_name(rng, old)
+        return (f"In line {i + 1}, change `{old}` to `{new}`.",
+                lines[:i] + [lines[i].replace(old, new)] + lines[i + 1:])
+    if kind == "rename":
+        counts: dict[str, int] = {}
+        for line in lines:
+            for m in _IDENT.finditer(line):
+                counts[m.group(0)] = counts.get(m.group(0), 0) + 1
+        names = sorted(w for w, c in counts.items() if 1 <= c <= 4 and w not in _KEYWORDS)
+        if not names:
+            return None
+        old = rng.choice(names)
+        new = _other_name(rng, old)
+        pattern = re.compile(rf"\b{re.escape(old)}\b")
+        return f"Rename `{old}` to `{new}` everywhere.", [pattern.sub(new, line) for line in lines]
+    if kind == "swap":
+        i = _pick(rng, lines[:-1], lambda line: bool(line.strip()))
+        if i is None or lines[i] == lines[i + 1] or not lines[i + 1].strip():
+            return None
+        return f"Swap lines {i + 1} and {i + 2}.", lines[:i] + [lines[i + 1], lines[i]] + lines[i + 2:]
+    raise ValueError(f"unknown edit kind {kind!r}")
+
+
+def _other_name(rng: random.Random, old: str) -> str:
+    suffix = rng.choice(("_new", "_v2", "_tmp", "_count", "_value", "2", "_x"))
+    prefix = rng.choice(("", "", "new_", "my_", "old_"))
+    return prefix + old + suffix
+
+
+def _commit_window(record: dict, context: int = 4) -> tuple[list[str], list[str]] | None:
+    """The doc and gold lines around a commit's change, when that change is small."""
+    a, b = split_lines(record["doc"]), split_lines(record["gold"])
+    ops = [op for op in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if op[0] != "equal"]
+    if not ops:
+        return None
+    i1, i2 = ops[0][1], ops[-1][2]
+    j1, j2 = ops[0][3], ops[-1][4]
+    lo = max(0, i1 - context)
+    hi_a, hi_b = min(len(a), i2 + context), min(len(b), j2 + context)
+    # the same number of unchanged lines after the change in both texts
+    tail = min(hi_a - i2, hi_b - j2)
+    doc, gold = a[lo:i2 + tail], b[lo:j2 + tail]
+    if doc and doc[-1] == "" and gold and gold[-1] == "":
+        doc, gold = doc[:-1], gold[:-1]
+    if not (MIN_LINES // 2 <= len(doc) <= MAX_LINES + 6 and len(gold) <= MAX_LINES + 6):
+        return None
+    if any(len(line) > MAX_LINE_CHARS for line in doc + gold):
+        return None
+    return doc, gold
+
+
+def make_mix(records_by_corpus: dict[str, list[dict]], cfg: MixConfig) -> list[Case]:
+    """``cfg.cases`` edit cases of ``cfg.split`` (``meta``: ``kind``, ``corpus``, ``file``, ``instruction``).
+
+    Parameters
+    ----------
+    records_by_corpus
+        Corpus name (e.g. ``"python"``) -> its JSON records (``id``, ``doc``, ``gold``,
+        ``source``, ``path``, ``instruction``).
+    cfg
+        Seed, size, split and kinds.
+    """
+    rng = random.Random(f"{cfg.seed}:{cfg.split}")
+    corpora = sorted(records_by_corpus)
+    files = {c: _files(records_by_corpus[c], cfg.split) for c in corpora}
+    pools = {c: [line for f in files[c] for line in f.lines if line.strip() and len(line) <= MAX_LINE_CHARS]
+             for c in corpora}
+    commits = {c: [r for r in records_by_corpus[c]
+                   if split_of(r.get("source", ""), r.get("path", r["id"])) == cfg.split and r.get("instruction")]
+               for c in corpora}
+    kinds = [k for k in KINDS if k in cfg.kinds]
+    weights = [KINDS[k] for k in kinds]
+    cases: list[Case] = []
+    seen: set[tuple[str, str]] = set()
+    attempts = 0
+    while len(cases) < cfg.cases:
+        attempts += 1
+        if attempts > cfg.cases * 50:
+            raise ValueError(f"could not make {cfg.cases} cases from these corpora ({len(cases)} made)")
+        kind = rng.choices(kinds, weights)[0]
+        corpus = rng.choice(corpora)
+        if kind == "commit":
+            if not commits[corpus]:
+                continue
+            record = rng.choice(commits[corpus])
+            window = _commit_window(record)
+            if window is None:
+                continue
+            doc_lines, gold_lines = window
+            instruction = record["instruction"].strip()
+            key = f"{record.get('source', '')}:{record.get('path', record['id'])}"
+        else:
+            if not files[corpus]:
+                continue
+            f = rng.choice(files[corpus])
+            doc_lines = _window(rng, f)
+            if doc_lines is None:
+                continue
+            made = _synthetic(kind, rng, doc_lines, pools[corpus])
+            if made is None:
+                continue
+            instruction, gold_lines = made
+            key = f.key
+        doc, gold = _text(doc_lines), _text(gold_lines)
+        if (doc, instruction) in seen:
+            continue
+        seen.add((doc, instruction))
+        case_id = f"{cfg.split}-{len(cases):04d}-{kind}"
+        cases.append(Case(case_id, doc, gold, {"kind": kind, "corpus": corpus, "file": key,
+                                               "instruction": instruction}))
+    return cases
+
+
+def commit_cases(records_by_corpus: dict[str, list[dict]], split: str = "eval") -> list[Case]:
+    """Every real commit of ``split`` whose change fits a window (:func:`_commit_window`),
+    as a case whose instruction is the commit's subject."""
+    cases: list[Case] = []
+    for corpus in sorted(records_by_corpus):
+        for r in records_by_corpus[corpus]:
+            key = f"{r.get('source', '')}:{r.get('path', r['id'])}"
+            window = _commit_window(r) if split_of(r.get("source", ""), r.get("path", r["id"])) == split else None
+            if window is None or not r.get("instruction"):
+                continue
+            doc, gold = window
+            cases.append(Case(f"{split}-commit-{r['id']}", _text(doc), _text(gold),
+                              {"kind": "commit", "corpus": corpus, "file": key,
+                               "instruction": r["instruction"].strip()}))
+    return cases

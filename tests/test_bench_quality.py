@@ -1,0 +1,25 @@
+"""bench quality's bookkeeping, on tiny random-weight models standing in for the real presets."""
+
+from __future__ import annotations
+
+from cad_outlines.bench.quality import CONFIGS, QualityConfig, format_table, load_eval_cases, run
+
+
+def test_every_configuration_runs_and_is_summarised(tiny_model):
+    cases = load_eval_cases()[:2]
+    cfg = QualityConfig(sampled=("cad",), seeds=(0,), cad_budget=24, regen_margin=4)
+    report = run(cfg, cases=cases, loader=lambda preset: tiny_model("tiny-qwen"))
+    names = {r["config"] for r in report["records"]}
+    assert names == set(CONFIGS)
+    assert len(report["records"]) == len(CONFIGS) * 2 + 2  # greedy everywhere, one seed of cad
+    for rec in report["records"]:
+        # random weights rarely finish; whatever they wrote, no guarantee may break
+        assert rec["copies_in_range"], rec
+        if rec["config"] in ("cad", "base_cad", "cad_monotone", "base_guarded") and rec["complete"]:
+            assert rec["valid"], rec
+        assert rec["forwards"] >= 1 and rec["cpu_total_seconds"] > 0
+    guarded = [r for r in report["records"] if r["config"] == "base_guarded"]
+    assert all(r["program_tokens"] <= 24 for r in guarded)
+    table = format_table(report)
+    assert "| cad | seed0 |" in table and "Exact match by edit kind" in table
+    assert set(report["summaries"]) >= {"cad/greedy", "cad/seed0", "regen/greedy"}
