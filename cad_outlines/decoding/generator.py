@@ -67,7 +67,7 @@ class ForcedProgramError(InputError):
     """A forced program that the document's constraint rejects."""
 
 
-class ContextLengthError(ValueError):
+class ContextLengthError(InputError):
     """A prompt that does not fit the model's context (``max_position_embeddings``)."""
 
 
@@ -242,7 +242,7 @@ class _Draft:
 CALL_OPTIONS: tuple[str, ...] = ("max_new_tokens", *SAMPLING_OPTIONS)
 
 
-class UnsupportedModelError(TypeError):
+class UnsupportedModelError(InputError, TypeError):
     """A model the generator cannot drive; the message names the supported kind."""
 
 

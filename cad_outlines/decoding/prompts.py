@@ -21,6 +21,8 @@ from typing import Any, Mapping, Sequence, Union
 import jinja2
 import jinja2.meta
 
+from ..errors import InputError
+
 #: The variables a :class:`PromptTemplate` may use.
 TEMPLATE_VARIABLES = ("instruction", "format", "document")
 #: The variables a :class:`PromptTemplate` must use.
@@ -30,7 +32,7 @@ Message = Mapping[str, str]
 Prompt = Union[str, Sequence[Message], Any]  # Any: outlines.inputs.Chat
 
 
-class PromptError(ValueError):
+class PromptError(InputError):
     """A prompt or prompt template that cannot be used; the message says what and where."""
 
 

@@ -36,8 +36,10 @@ import torch
 from transformers import (LogitsProcessorList, MinPLogitsWarper, RepetitionPenaltyLogitsProcessor,
                           TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper)
 
+from ..errors import InputError
 
-class OptionError(ValueError):
+
+class OptionError(InputError):
     """A generation option with a value outside its range; the message names it."""
 
 

@@ -59,6 +59,7 @@ from ..language.grammar import Granularity
 from ..language.program import Copy, CopyTokens, Op
 from ..language.resolver import resolve
 from ._vllm_processor import EXTRA_KEY, CaDLogitsProcessor
+from ..errors import CaDError
 
 __all__ = ["CaDLogitsProcessor", "EngineSetupError", "VLLMEditor", "VLLMStats", "aedit_many",
            "edit_many", "load"]
@@ -67,7 +68,7 @@ __all__ = ["CaDLogitsProcessor", "EngineSetupError", "VLLMEditor", "VLLMStats", 
 STOP_STRINGS = [syntax.COPY_CLOSE, syntax.PROGRAM_CLOSE]
 
 
-class EngineSetupError(RuntimeError):
+class EngineSetupError(CaDError, RuntimeError):
     """The vLLM engine cannot run CaD edits as configured (the message says what to change)."""
 
 

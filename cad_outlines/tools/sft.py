@@ -50,6 +50,7 @@ from .corpus import Case
 from ..files import atomic_write
 from ..language.grammar import Granularity
 from ..language.program import Copy, CopyTokens, Op
+from ..errors import InputError
 
 #: Instruction used when a corpus record has no ``instruction`` field.
 DEFAULT_INSTRUCTION = "Apply the intended change to the document."
@@ -58,7 +59,7 @@ DEFAULT_INSTRUCTION = "Apply the intended change to the document."
 IGNORE = -100
 
 
-class SFTError(ValueError):
+class SFTError(InputError):
     """A case that cannot become a training row (the message names the case and why)."""
 
 

@@ -49,6 +49,7 @@ from ..language import escape, program
 from ..adapters._view import format_statement, number_lines, user_content
 from ..language.program import Copy, Gen, Op
 from ..language.resolver import ResolveError, ResolveWarning, resolve
+from ..errors import InputError
 from ..language.syntax import (COPY_ATTRIBUTE, COPY_OPEN, COPY_TAG, GEN_CLOSE, GEN_OPEN, GEN_TAG,
                                PROGRAM_CLOSE, PROGRAM_OPEN, PROGRAM_TAG, RANGE_SEPARATOR, copy_tag,
                                split_lines)
@@ -58,7 +59,7 @@ Mode = Literal["strict", "clipped"]
 # --- errors ---------------------------------------------------------------------------
 
 
-class ReplyError(ValueError):
+class ReplyError(InputError):
     """A reply that yields no edited document.
 
     Attributes

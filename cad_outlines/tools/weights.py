@@ -16,6 +16,7 @@ the base one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -23,7 +24,7 @@ import shutil
 import tempfile
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..errors import InputError, MissingDependencyError
 from .presets import REAL_PRESETS, RealPreset
@@ -91,6 +92,26 @@ def _require(*modules: str) -> None:
         raise MissingDependencyError(f"real weights need {', '.join(missing)}: {INSTALL_REAL}")
 
 
+@contextlib.contextmanager
+def _quiet(progress: bool) -> Iterator[None]:
+    """transformers' progress bars and info logs off (unless ``progress``), restored after."""
+    import transformers
+
+    if progress:
+        yield
+        return
+    verbosity = transformers.logging.get_verbosity()
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+        if bars:
+            transformers.logging.enable_progress_bar()
+
+
 def hf_folder(name: str = "smollm2-135m", *, gguf: str | os.PathLike | None = None,
               progress: bool = False) -> Path:
     """The dequantized Hugging Face folder of a GGUF, converted on first use and cached.
@@ -112,21 +133,14 @@ def hf_folder(name: str = "smollm2-135m", *, gguf: str | os.PathLike | None = No
     if (target / "config.json").is_file():
         return target
     _require("gguf", "accelerate")
-    import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    verbosity = transformers.logging.get_verbosity()
-    if not progress:
-        transformers.logging.set_verbosity_error()
-        transformers.logging.disable_progress_bar()
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-        loaded = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name)
+        with _quiet(progress):
+            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+            loaded = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name)
     except Exception as err:  # a corrupt or foreign file: say which
         raise InputError(f"{path}: transformers cannot load this GGUF file: {err}") from None
-    finally:
-        transformers.logging.set_verbosity(verbosity)
-        transformers.logging.enable_progress_bar()
     # save_pretrained refuses a GGUF-loaded model; an ordinary model with its weights does not.
     config = loaded.config
     if hasattr(config, "quantization_config"):
@@ -177,10 +191,12 @@ def load_real(name: str = "smollm2-135m", *, adapter: str | os.PathLike | None |
     from .models import resolve_device, resolve_dtype
 
     preset = _preset(name)
+    torch_dtype = resolve_dtype(dtype or "float32")  # checked before any work
+    target = resolve_device(device)
     folder = hf_folder(name, progress=progress)
-    torch_dtype = resolve_dtype(dtype or "float32")
-    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype)
-    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    with _quiet(progress):
+        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype)
+        tokenizer = AutoTokenizer.from_pretrained(str(folder))
     if adapter is True:
         adapter = adapter_dir(preset.adapter) if preset.adapter else None
     if adapter:
@@ -190,6 +206,6 @@ def load_real(name: str = "smollm2-135m", *, adapter: str | os.PathLike | None |
         if not (Path(adapter) / "adapter_config.json").is_file():
             raise InputError(f"{adapter}: not a LoRA adapter folder (no adapter_config.json)")
         model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
-    model.to(resolve_device(device))
+    model.to(target)
     model.eval()
     return model, tokenizer

@@ -1,0 +1,51 @@
+"""Every error the package raises on purpose is a CaDError (the CLI's exit 2 / 1, never 70)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import cad_outlines
+from cad_outlines.errors import CaDError
+
+
+def _product_modules():
+    for info in pkgutil.walk_packages(cad_outlines.__path__, "cad_outlines."):
+        if ".bench" in info.name or info.name.endswith(("__main__", "engines.vllm", "_vllm_processor")):
+            continue  # bench is not product; the vLLM engine needs vllm (checked below by source)
+        yield importlib.import_module(info.name)
+
+
+def test_every_public_error_class_is_a_cad_error():
+    found = {}
+    for module in _product_modules():
+        for name, obj in vars(module).items():
+            if (inspect.isclass(obj) and issubclass(obj, BaseException) and not issubclass(obj, Warning)
+                    and obj.__module__ == module.__name__):
+                found[f"{module.__name__}.{name}"] = obj
+    assert len(found) >= 15, sorted(found)
+    strays = sorted(name for name, cls in found.items() if not issubclass(cls, CaDError))
+    assert strays == []
+    # the builtin bases callers may catch stay where they were
+    from cad_outlines.decoding.generator import ContextLengthError, UnsupportedModelError
+    from cad_outlines.decoding.prompts import PromptError
+    from cad_outlines.decoding.sampler import OptionError
+    from cad_outlines.tools.sft import SFTError
+    from cad_outlines.tools.text import ReplyError
+
+    assert all(issubclass(c, ValueError) for c in (ContextLengthError, PromptError, OptionError, SFTError, ReplyError))
+    assert issubclass(UnsupportedModelError, TypeError)
+
+
+def test_the_vllm_engine_errors_derive_from_cad_error_too():
+    import ast
+    from pathlib import Path
+
+    source = Path(cad_outlines.__file__).parent / "engines" / "vllm.py"
+    classes = [node for node in ast.walk(ast.parse(source.read_text())) if isinstance(node, ast.ClassDef)
+               and node.name.endswith("Error")]
+    assert classes
+    for node in classes:
+        bases = {ast.unparse(b) for b in node.bases}
+        assert bases & {"CaDError", "InputError", "ModelOutputError"}, (node.name, bases)
