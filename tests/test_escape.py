@@ -169,3 +169,31 @@ def test_oracle_program_writes_escape_characters_verbatim():
     for line in lines[1::2]:
         assert line in text  # the model would type exactly this
     assert resolve(parse(text), doc) == gold
+
+
+def test_escaping_is_linear_in_a_run_of_escape_characters():
+    # Regression: the regexes tried a run of ⟨ at every start position (10,000 ⟨ took
+    # 2.4-5.9 s to encode; this input would take minutes). Generous bound: a guard, not a benchmark.
+    import time
+
+    from cad_outlines.language.escape import decode, encode
+    from cad_outlines.language.syntax import ESCAPE_CHAR
+
+    for text in (ESCAPE_CHAR * 100_000, ESCAPE_CHAR * 100_000 + "</gen>", (ESCAPE_CHAR * 50 + "copy") * 2_000):
+        start = time.process_time()
+        assert decode(encode(text)) == text
+        assert time.process_time() - start < 2.0
+
+
+def test_streaming_a_long_escaped_body_decodes_each_part_once():
+    import time
+
+    from cad_outlines.decoding.streaming import DocumentStream
+    from cad_outlines.language.syntax import ESCAPE_CHAR, GEN_OPEN
+
+    body = (ESCAPE_CHAR * 3 + "x") * 5_000
+    stream = DocumentStream(lines=["a"])
+    start = time.process_time()
+    out = "".join(stream.feed([], GEN_OPEN + body[:k]) for k in range(0, len(body) + 1, 4))
+    assert time.process_time() - start < 5.0  # was quadratic: the whole body re-decoded per step
+    assert out == body

@@ -47,6 +47,9 @@ class DocumentStream:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._ops = 0  # ops begun (for the line separator)
         self._gen_sent: str | None = None  # text already emitted of the gen being written
+        self._raw_done = 0  # escaped body characters already unescaped and emitted (or held)
+        self._held_newline = False  # a trailing "\n" held back: it may be the gen's padding
+        self._lead_seen = False  # the gen's first character has been seen
 
     def feed(self, ops: Sequence[Op], pending: str) -> str:
         """The document text that ``ops`` (just completed) and ``pending`` add."""
@@ -73,7 +76,7 @@ class DocumentStream:
             final = gen_body(op.text) if self._lines is not None else op.text
             # The held-back rules make what was sent a prefix of the final text.
             assert final.startswith(sent), (final, sent)
-            self._gen_sent = None
+            self._gen_sent, self._raw_done, self._held_newline, self._lead_seen = None, 0, False, False
             return head + self._text(final[len(sent):])
         head = self._begin()
         if isinstance(op, Copy) and self._lines is not None:
@@ -83,36 +86,51 @@ class DocumentStream:
         raise TypeError(f"{type(op).__name__} does not belong to this program's granularity")
 
     def _grow(self, body: str) -> str:
-        """New text of the gen being written, whose escaped body so far is ``body``."""
+        """New text of the gen being written, whose escaped body so far is ``body``.
+
+        Incremental: only the body's part settled since the last call is unescaped (at a
+        settled cut the escape decodes piecewise), so a step costs the same at any body
+        length instead of re-decoding the whole body.
+        """
         head = ""
         if self._gen_sent is None:
             head, self._gen_sent = self._begin(), ""
-        text = self._settled(body)
-        new = text[len(self._gen_sent):]
-        self._gen_sent = text
-        return head + self._text(new)
+            self._raw_done, self._held_newline, self._lead_seen = 0, False, False
+        cut = self._settled_cut(body)
+        piece = escape.decode(body[self._raw_done:cut]) if cut > self._raw_done else ""
+        self._raw_done = max(self._raw_done, cut)
+        if self._lines is not None:
+            if piece and not self._lead_seen:
+                self._lead_seen = True
+                if piece.startswith("\n"):
+                    piece = piece[1:]  # the gen's leading padding newline
+            if self._held_newline and piece:
+                piece, self._held_newline = "\n" + piece, False
+            if piece.endswith("\n"):
+                piece, self._held_newline = piece[:-1], True  # may be the trailing padding newline
+        self._gen_sent += piece
+        return head + self._text(piece)
 
-    def _settled(self, body: str) -> str:
-        """The part of the gen's output that no later token can change."""
-        for k in range(min(len(GEN_CLOSE) - 1, len(body)), 0, -1):
-            if GEN_CLOSE.startswith(body[-k:]):
-                body = body[:-k]  # may be the start of </gen>
+    @staticmethod
+    def _settled_cut(body: str) -> int:
+        """The length of the part of ``body`` that no later token can change (looks at
+        the end only: a suffix that may begin ``</gen>``, a run of escape characters
+        followed by (a prefix of) a reserved tail)."""
+        end = len(body)
+        for k in range(min(len(GEN_CLOSE) - 1, end), 0, -1):
+            if GEN_CLOSE.startswith(body[end - k:end]):
+                end -= k  # may be the start of </gen>
                 break
         # A run of escape chars is an escape only right before a reserved tail, so a run
         # followed by (a prefix of) a tail may still change meaning: hold it back.
-        for k in range(min(max(map(len, RESERVED_TAILS)), len(body)), -1, -1):
-            rest = body[len(body) - k:]
-            head = body[:len(body) - k]
-            if head.endswith(ESCAPE_CHAR) and any(t.startswith(rest) for t in RESERVED_TAILS):
-                body = head.rstrip(ESCAPE_CHAR)
+        for k in range(min(max(map(len, RESERVED_TAILS)), end), -1, -1):
+            rest = body[end - k:end]
+            if body[:end - k].endswith(ESCAPE_CHAR) and any(t.startswith(rest) for t in RESERVED_TAILS):
+                end -= k
+                while end and body[end - 1] == ESCAPE_CHAR:
+                    end -= 1
                 break
-        text = escape.decode(body)
-        if self._lines is not None:
-            if text.startswith("\n"):
-                text = text[1:]  # the gen's leading padding newline
-            if text.endswith("\n"):
-                text = text[:-1]  # may be the trailing padding newline
-        return text
+        return end
 
     def _text(self, text: str) -> str:
         # Token programs: through the decoder, which may hold a copy's unfinished character.

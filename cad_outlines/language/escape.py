@@ -18,23 +18,47 @@ each run of ``⟨`` that stands right before a tail: an even run of ``2k`` gives
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 from .syntax import ESCAPE_CHAR, RESERVED_TAILS, TAG_START
 
-_TAIL = "(?:" + "|".join(re.escape(tail) for tail in RESERVED_TAILS) + ")"
-# A run of escape characters, then an optional "<", right before a tail. The engine
-# tries the earliest start first, so a run is always matched whole.
-_ENCODE_RE = re.compile(f"({ESCAPE_CHAR}*)({re.escape(TAG_START)}?)(?={_TAIL})")
-_DECODE_RE = re.compile(f"({ESCAPE_CHAR}+)(?={_TAIL})")
+_TAIL_RE = re.compile("|".join(re.escape(tail) for tail in sorted(RESERVED_TAILS, key=len, reverse=True)))
 
 
-def _encode_run(match: re.Match) -> str:
-    run, opens = match.group(1), match.group(2)
-    return ESCAPE_CHAR * (2 * len(run)) + (ESCAPE_CHAR if opens else "")
+def _rewrite(text: str, opens: bool, run: Callable[[int, bool], str]) -> str:
+    """Rewrite every run of escape characters (and, if ``opens``, a ``<``) that stands right
+    before a reserved tail by ``run(length, has_open)``; the rest of ``text`` is kept.
+
+    One pass over the tails' occurrences, each looking back over its own run only: runs
+    before different tails do not overlap, so the work is linear in ``len(text)`` (a
+    regex that tries a run of ``⟨`` at every start position is quadratic in the run).
+    """
+    out: list[str] = []
+    done = 0
+    for match in _TAIL_RE.finditer(text):
+        end = match.start()
+        has_open = opens and end > done and text[end - 1] == TAG_START
+        stop = end - 1 if has_open else end
+        first = stop
+        while first > done and text[first - 1] == ESCAPE_CHAR:
+            first -= 1
+        if first == stop and not has_open:
+            continue
+        out.append(text[done:first])
+        out.append(run(stop - first, has_open))
+        done = end
+    if not out:
+        return text
+    out.append(text[done:])
+    return "".join(out)
 
 
-def _decode_run(match: re.Match) -> str:
-    pairs, odd = divmod(len(match.group(1)), 2)
+def _encode_run(length: int, has_open: bool) -> str:
+    return ESCAPE_CHAR * (2 * length) + (ESCAPE_CHAR if has_open else "")
+
+
+def _decode_run(length: int, has_open: bool) -> str:
+    pairs, odd = divmod(length, 2)
     return ESCAPE_CHAR * pairs + (TAG_START if odd else "")
 
 
@@ -53,8 +77,7 @@ def encode(text: str) -> str:
         ``text`` unless ``text`` holds a reserved literal or a ``⟨`` right before one's
         tail.
     """
-    # An empty match (no run, no "<") before a tail changes nothing.
-    return _ENCODE_RE.sub(_encode_run, text)
+    return _rewrite(text, True, _encode_run)
 
 
 def decode(text: str) -> str:
@@ -70,9 +93,9 @@ def decode(text: str) -> str:
     str
         The original text.
     """
-    return _DECODE_RE.sub(_decode_run, text)
+    return _rewrite(text, False, _decode_run)
 
 
 def needs_escape(text: str) -> bool:
     """Whether :func:`encode` would change ``text``."""
-    return any(m.group(1) or m.group(2) for m in _ENCODE_RE.finditer(text))
+    return encode(text) != text
