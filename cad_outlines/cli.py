@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 import sys
 import traceback
 from typing import Any, Callable, Sequence
@@ -74,6 +75,16 @@ def _top_p(value: str) -> float:
     number = float(value)
     if not 0 < number <= 1:  # also rejects nan
         raise argparse.ArgumentTypeError(f"must be in (0, 1], got {value}")
+    return number
+
+
+def _seed(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {value!r}") from None
+    if not 0 <= number < 2**63:
+        raise argparse.ArgumentTypeError(f"must be in [0, 2**63), got {value}")
     return number
 
 
@@ -166,9 +177,9 @@ def _add_apply(sub: argparse._SubParsersAction) -> None:
                     "against DOC and print the edited document, or write it atomically "
                     f"to OUT. Token programs ({COPY_OPEN['tokens']}...) need --tokenizer.")
     p.add_argument("program", metavar="PROGRAM", nargs="?",
-                   help="program text file (omit with --from-reply)")
+                   help="program text file, '-' for stdin (omit with --from-reply)")
     p.add_argument("doc", metavar="DOC", help="the document the program edits")
-    p.add_argument("--from-reply", metavar="REPLY.txt",
+    p.add_argument("--from-reply", metavar="REPLY.txt",  # '-': stdin
                    help="read the program from a chat model's reply instead (found and read "
                         "leniently where unambiguous; see docs/text-mode.md)")
     p.add_argument("--mode", choices=["strict", "clipped"], default="strict",
@@ -193,7 +204,7 @@ def _run_apply(args: argparse.Namespace) -> int:
         return _run_apply_reply(args)
     if not args.program:
         raise UsageError("give PROGRAM or --from-reply REPLY.txt")
-    text = read_text(args.program)
+    text = _read_input(args.program)
     # Gen bodies are escaped, so the copy opener can only be an op.
     granularity = "tokens" if COPY_OPEN["tokens"] in text else "lines"
     try:
@@ -220,6 +231,18 @@ def _run_apply(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_input(path: str) -> str:
+    """A file's exact text, or standard input's for ``-`` (UTF-8, newlines kept)."""
+    from cad_outlines.files import read_text
+
+    if path != "-":
+        return read_text(path)
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise UsageError(f"stdin: not UTF-8 text (byte {err.start}: {err.reason})") from None
+
+
 def _run_apply_reply(args: argparse.Namespace) -> int:
     from cad_outlines.files import atomic_write, read_text
     from cad_outlines.tools.text import ReplyError, apply_reply
@@ -227,7 +250,7 @@ def _run_apply_reply(args: argparse.Namespace) -> int:
     if args.program:
         raise UsageError("give either PROGRAM or --from-reply, not both")
     try:
-        result = apply_reply(read_text(args.from_reply), read_text(args.doc), args.mode)
+        result = apply_reply(_read_input(args.from_reply), read_text(args.doc), args.mode)
     except ReplyError as err:
         raise UsageError(f"{args.from_reply}: {err}") from None
     for note in (*result.repairs, *result.warnings):
@@ -298,12 +321,15 @@ def _add_sft(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--granularity", choices=["lines", "tokens"], default="lines")
     b.add_argument("--cost-aware", action="store_true",
                    help="lines: generate a copy's text when its tag takes more tokens")
-    b.add_argument("--max-tokens", type=int, default=None, metavar="N",
+    b.add_argument("--max-tokens", type=positive, default=None, metavar="N",
                    help="skip cases whose row is longer than N ids")
     b.add_argument("--max-positions", type=positive, default=None, metavar="N",
                    help="the model's context: rows longer than N ids are dropped and counted (default: "
                         "max_position_embeddings of a config.json in the --tokenizer folder, else no limit)")
-    b.add_argument("--adapter", default=None, metavar="NAME", help="adapter family (default: detect)")
+    from cad_outlines.adapters import ADAPTERS  # no torch import
+
+    b.add_argument("--adapter", default=None, choices=list(ADAPTERS), metavar="NAME",
+                   help=f"adapter family: {', '.join(ADAPTERS)} (default: detect)")
     b.add_argument("-o", "--output", required=True, metavar="OUT.jsonl", help="rows (written atomically)")
     b.add_argument("--messages", metavar="OUT.jsonl",
                    help='also write {"messages": [user, assistant]} rows for TRL\'s SFTTrainer')
@@ -512,7 +538,7 @@ def _add_edit(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=_temperature, default=0.0, metavar="T",
                    help="0 is greedy; otherwise sample")
     p.add_argument("--top-p", type=_top_p, default=1.0, metavar="P", help="nucleus sampling mass")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument("--seed", type=_seed, default=0, help="sampling seed, an integer in [0, 2**63)")
     p.add_argument("--forward-cost", metavar="COST.json", default=None,
                    help="the machine's forward cost by width: a `bench kernel` JSON or a saved "
                         "ForwardCost; drafts are cut to what pays for their width (worth it on "
@@ -555,6 +581,8 @@ def _run_edit(args: argparse.Namespace) -> int:
         raise UsageError("the instruction is empty")
     documents = {name: read_text(name) for name in args.files}  # every file readable first
     forced = read_text(args.force_program) if args.force_program else None
+    if forced is not None:
+        _check_forced(args.force_program, forced, documents, args.granularity)
     if args.engine == "vllm" and args.forward_cost:
         raise UsageError("--forward-cost is for --engine transformers (vLLM drafts nothing)")
     forward_cost = _forward_cost(args.forward_cost) if args.forward_cost else None
@@ -578,6 +606,23 @@ def _run_edit(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(records, indent=2, ensure_ascii=False))
     return status
+
+
+def _check_forced(path: str, text: str, documents: dict[str, str], granularity: str) -> None:
+    """A forced program parses and (line programs) fits every document, before the model loads."""
+    from cad_outlines.language.program import ProgramParseError, parse
+    from cad_outlines.language.resolver import ResolveError, resolve
+
+    try:
+        ops = parse(text, granularity)
+    except ProgramParseError as err:
+        raise UsageError(f"--force-program {path}: {err}") from None
+    if granularity == "lines":  # token programs need the model's tokenizer: checked by the loop
+        for name, document in documents.items():
+            try:
+                resolve(ops, document, "strict")
+            except ResolveError as err:
+                raise UsageError(f"--force-program {path} on {name}: {err}") from None
 
 
 def _forward_cost(path: str) -> Any:
@@ -669,8 +714,9 @@ def _emit_edit(args: argparse.Namespace, name: str, document: str, result: Any,
               "document": result.document, "summary": None, "written": None}
     records.append(record)
     if result.document is None:
-        _fail(f"{name}: the program was not finished within --max-new-tokens {args.max_new_tokens} "
-              f"({len(result.ops)} complete op(s)); nothing was written")
+        why = ("the model's context (max_position_embeddings) ran out" if stats.stop_reason == "context"
+               else f"it was not finished within --max-new-tokens {args.max_new_tokens}")
+        _fail(f"{name}: {why} ({len(result.ops)} complete op(s)); nothing was written")
         return EXIT_MODEL
     summary = record["summary"] = line_summary(document, result.document)
     if not args.quiet:
@@ -687,6 +733,9 @@ def _emit_edit(args: argparse.Namespace, name: str, document: str, result: Any,
         atomic_write(target, result.document)
         record["written"] = target
     if not args.json:
+        note = _diff_note(name)
+        if note:
+            _status(args, f"note: {note}")
         _write_stdout(unified_diff(document, result.document, _diff_name("a", name),
                                    _diff_name("b", args.output or name)))
     return EXIT_OK
@@ -698,8 +747,6 @@ def _load_edit_model(args: argparse.Namespace) -> Any:
     if args.preset:
         _status(args, f"loading preset {args.preset} ...")
         return models.load(args.preset, device=args.device, dtype=args.dtype)
-    import os
-
     import outlines
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -717,9 +764,10 @@ def _load_edit_model(args: argparse.Namespace) -> Any:
     try:
         hf_model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype, local_files_only=True)
         tokenizer = AutoTokenizer.from_pretrained(args.model, local_files_only=True)
-    except (OSError, ValueError) as err:  # transformers' errors for a folder it cannot read
+    except Exception as err:  # noqa: BLE001 - whatever transformers raises, the folder is the cause
+        first = (str(err).splitlines() or [type(err).__name__])[0]
         raise UsageError(f"--model {args.model}: cannot load a causal LM and tokenizer from this "
-                         f"folder: {str(err).splitlines()[0]}") from None
+                         f"folder ({type(err).__name__}: {first[:300]})") from None
     return outlines.from_transformers(hf_model.to(device).eval(), tokenizer)
 
 
@@ -728,12 +776,28 @@ def _op_record(op: Any) -> dict[str, Any]:
 
 
 def _diff_name(prefix: str, path: str) -> str:
-    # a/ and b/ headers make the diff apply with `patch -p1` and `git apply` from the
-    # directory the paths are relative to.
-    path = path.replace("\\", "/")
-    while path.startswith("./"):
-        path = path[2:]
-    return f"{prefix}/{path.lstrip('/')}"
+    """The diff header of ``path`` that `patch -p1` and `git apply` accept.
+
+    Relative to the current folder, through symbolic links (patch refuses to patch a
+    link: the header names its target). A file outside the current folder gets its bare
+    name: the diff then applies from the file's own folder (the caller says so).
+    """
+    real = os.path.realpath(path)
+    rel = os.path.relpath(real, os.getcwd())
+    if rel == ".." or rel.startswith(".." + os.sep) or os.path.isabs(rel):
+        rel = os.path.basename(real)
+    return f"{prefix}/{rel.replace(os.sep, '/')}"
+
+
+def _diff_note(path: str) -> str | None:
+    """What a user must know to apply the diff of ``path``, when its header is not ``path``."""
+    real = os.path.realpath(path)
+    rel = os.path.relpath(real, os.getcwd())
+    if rel == ".." or rel.startswith(".." + os.sep) or os.path.isabs(rel):
+        return f"{path} is outside the current folder: apply the diff from {os.path.dirname(real)}"
+    if os.path.islink(path):
+        return f"{path} is a symbolic link: the diff names its target {rel}"
+    return None
 
 
 _COMMANDS.append(_add_edit)
@@ -772,6 +836,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Options naming a file a command writes (``train -o`` names a folder; it checks its own).
+_OUTPUT_OPTIONS = ("output", "messages", "markdown", "plot")
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Every output file's folder exists and is writable, before any work is done."""
+    from cad_outlines.files import check_writable
+
+    for name in _OUTPUT_OPTIONS:
+        value = getattr(args, name, None)
+        if isinstance(value, str) and value and value != "-" and args.command != "train":
+            check_writable(value)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``cad-outlines`` script; returns the exit status."""
     from cad_outlines.files import signals_raise
@@ -780,6 +858,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     name = f"cad-outlines {args.command}"
     try:
+        _check_outputs(args)
         with signals_raise():  # SIGTERM runs the clean-ups (temp files) and exits
             return int(args.func(args) or 0)
     except ModelOutputError as err:

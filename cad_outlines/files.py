@@ -79,12 +79,18 @@ def atomic_write(path: PathLike, text: str) -> None:
     """
     # Resolve links first: renaming over the link itself would turn it into a regular
     # file and leave its target unchanged.
+    named = path
     path = Path(os.path.realpath(path))
     data = text.encode("utf-8")  # encode first: a bad str must not touch the disk
     directory = path.parent
+    prefix = f".{path.name}.{TEMP_TAG}-"
+    _remove_stale(directory, prefix)
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{os.getpid()}-", suffix=".tmp", dir=directory)
+        except OSError as err:  # name the file the user asked for, not the temporary one
+            raise OSError(err.errno, f"cannot write {named}: {err.strerror}") from None
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -102,6 +108,52 @@ def atomic_write(path: PathLike, text: str) -> None:
             except FileNotFoundError:
                 pass
     _fsync_dir(directory)
+
+
+#: In every temporary file's name: ``.{name}.cad-outlines-{pid}-{random}.tmp``.
+TEMP_TAG = "cad-outlines"
+
+
+def _remove_stale(directory: Path, prefix: str) -> None:
+    """Remove temporary files of earlier writes to the same target whose process is gone
+    (a ``SIGKILL`` runs no clean-up); those of a live process are left alone."""
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith(prefix) and n.endswith(".tmp")]
+    except OSError:
+        return
+    for name in names:
+        pid_text = name[len(prefix):].split("-", 1)[0]
+        if not pid_text.isdigit() or _alive(int(pid_text)):
+            continue
+        try:
+            os.unlink(directory / name)
+        except OSError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def check_writable(path: PathLike) -> None:
+    """Fail before any work when ``path`` cannot be written: its folder is missing or not
+    writable, or it is a folder. Raises :class:`InputError` naming ``path``."""
+    target = Path(os.path.realpath(path))
+    if target.is_dir():
+        raise InputError(f"{path}: is a folder, not a file")
+    folder = target.parent
+    if not folder.is_dir():
+        raise InputError(f"{path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{path}: cannot write in the folder {folder}")
 
 
 @contextlib.contextmanager

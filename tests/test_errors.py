@@ -49,3 +49,37 @@ def test_the_vllm_engine_errors_derive_from_cad_error_too():
     for node in classes:
         bases = {ast.unparse(b) for b in node.bases}
         assert bases & {"CaDError", "InputError", "ModelOutputError"}, (node.name, bases)
+
+
+def test_bad_generator_options_fail_when_built_with_the_option_named(tiny_model):
+    import pytest
+
+    from cad_outlines.decoding.generator import CaDGenerator
+    from cad_outlines.decoding.prompts import PromptError
+    from cad_outlines.errors import InputError
+
+    model = tiny_model("tiny-qwen")
+    with pytest.raises(InputError, match="mode"):
+        CaDGenerator(model, "a\n", mode="loose")  # was accepted, then failed after the decode
+    with pytest.raises(InputError, match="granularity"):
+        CaDGenerator(model, "a\n", granularity="chars")
+    with pytest.raises(InputError, match="not valid Unicode.*character 2"):
+        CaDGenerator(model, "ab\ud800c\n")  # a lone surrogate: was the tokenizer's TypeError
+    gen = CaDGenerator(model, "a\n", max_new_tokens=4)
+    for empty in ("", "   \n", [{"role": "user", "content": " "}]):
+        with pytest.raises(PromptError, match="empty"):
+            gen.run(empty)
+    with pytest.raises(PromptError, match="is an assistant message"):
+        gen.run([{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}])
+
+
+def test_a_seed_out_of_range_is_an_option_error():
+    import pytest
+
+    from cad_outlines.decoding.sampler import OptionError, SamplingOptions
+
+    with pytest.raises(OptionError, match="seed"):
+        SamplingOptions(seed=10**23)  # was torch's overflow at run time
+    with pytest.raises(OptionError, match="seed"):
+        SamplingOptions(seed=-1)
+    assert SamplingOptions(seed=2**63 - 1).seed == 2**63 - 1

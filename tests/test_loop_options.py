@@ -76,3 +76,20 @@ def test_gen_cap_stops_a_runaway_body_early(tiny_model):
 def test_gen_cap_is_checked_when_the_generator_is_built(tiny_model, bad):
     with pytest.raises(OptionError, match="max_gen_tokens"):
         CaDGenerator(tiny_model("tiny-qwen"), DOC, max_gen_tokens=bad)
+
+
+def test_decoding_stops_at_the_models_context_instead_of_running_past_it(tiny_model):
+    from cad_outlines.decoding.runner import ObservedRunner, TransformersRunner
+
+    model = tiny_model("tiny-qwen")
+    for force in (None, '<program><copy lines="1-13"/><copy lines="1-13"/><copy lines="1-13"/></program>'):
+        widths: list[int] = []
+        runner = ObservedRunner(TransformersRunner(model.model), lambda width, rows, seconds: widths.append(width))
+        gen = CaDGenerator(model, DOC, temperature=1.0, seed=0, max_new_tokens=400, draft_tags=False,
+                           runner=runner)
+        limit = len(gen._prompt_ids("Edit this file.")) + 20  # as if the model's context ended there
+        runner.max_positions = limit
+        result = gen.run("Edit this file.", force_program=force)
+        assert result.stats.stop_reason == "context", result.program
+        assert not result.complete and result.document is None
+        assert sum(widths) <= limit  # no forward ever reached past the last position

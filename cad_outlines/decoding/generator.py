@@ -35,7 +35,7 @@ from ..adapters import Adapter, get_adapter
 from .constraint import (CompiledGrammar, CopyIndices, LoopConstraint, ProgramConstraint,
                          Unconstrained, compile_grammar, tokenizer_setup_seconds)
 from .drafting import DraftBudget, Drafter, DraftKind, ForwardCost
-from ..errors import InputError, ModelOutputError
+from ..errors import CaDError, InputError, ModelOutputError
 from ..language.grammar import Granularity, load_grammar, specialize
 from ..language.program import Copy, CopyTokens, Op
 from .prompts import Prompt, PromptTemplate, as_messages
@@ -105,7 +105,7 @@ class CaDStats:
     compile_seconds: float = 0.0
     tokenizer_setup_seconds: float = 0.0
     stopped_early: bool = False
-    stop_reason: str = ""  # "max_new_tokens" or "max_gen_tokens" when stopped early
+    stop_reason: str = ""  # "max_new_tokens", "max_gen_tokens" or "context" when stopped early
 
     @property
     def program_tokens(self) -> int:
@@ -364,7 +364,16 @@ class CaDGenerator(SteerableGenerator):
             raise OptionError(f"max_gen_tokens must be an integer >= 1 or None, got {max_gen_tokens!r}")
         self.monotone_copies, self.max_gen_tokens = bool(monotone_copies), max_gen_tokens
         if granularity not in ("lines", "tokens"):
-            raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
+            raise OptionError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
+        if mode not in ("strict", "clipped"):
+            raise OptionError(f"mode must be 'strict' or 'clipped', got {mode!r}")
+        if not isinstance(document, str):
+            raise InputError(f"the document must be a str, got {type(document).__name__}")
+        try:
+            document.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise InputError(f"the document is not valid Unicode: {err.reason} at character {err.start} "
+                             f"({document[err.start]!r})") from None
         self.model = model
         self.hf_model = model.model
         self.document = document
@@ -442,9 +451,21 @@ class CaDGenerator(SteerableGenerator):
         return result.document
 
     def batch(self, prompts: Sequence[Prompt], **options: Any) -> list[str]:  # type: ignore[override]
-        """Edit the document once per prompt (sequentially), with the same ``options``."""
+        """Edit the document once per prompt (sequentially), with the same ``options``.
+
+        Raises at the first prompt that fails (e.g. :class:`IncompleteProgramError`); the
+        documents finished before it are not lost: they are the error's ``completed``
+        list, in prompt order.
+        """
         self._call_options(options)  # reject a bad option before the first decode
-        return [self(prompt, **options) for prompt in prompts]
+        done: list[str] = []
+        for prompt in prompts:
+            try:
+                done.append(self(prompt, **options))
+            except CaDError as err:
+                err.completed = done  # type: ignore[attr-defined]
+                raise
+        return done
 
     def run(self, prompt: Prompt, *, force_program: str | Sequence[Op] | None = None,
             progress: ProgressCallback | None = None, **options: Any) -> CaDResult:
@@ -548,7 +569,8 @@ class CaDGenerator(SteerableGenerator):
             raise IncompleteProgramError(result)
 
     def _prompt_ids(self, prompt: Prompt, plain: bool = False) -> list[int]:
-        instruction = prompt if isinstance(prompt, str) else as_messages(prompt)
+        messages = as_messages(prompt)  # checked at the door: an empty instruction is refused
+        instruction = prompt if isinstance(prompt, str) else messages
         if plain:
             return self.adapter.plain_prompt_ids(self.document, instruction)
         return self.adapter.prompt_ids(self.document, instruction, self.granularity, self.prompt_template)
@@ -581,6 +603,8 @@ class CaDGenerator(SteerableGenerator):
         prompt_ids = self._prompt_ids(prompt, plain_prompt)
         stats.prompt_tokens = len(prompt_ids)
         self._check_context(len(prompt_ids))
+        limit = getattr(self.runner, "max_positions", None)
+        limit = limit if isinstance(limit, int) else None
         # The ids the model has seen (prompt + everything appended), for the repetition
         # penalty, as transformers' generate gives it; kept only when the sampler needs it.
         seen = list(prompt_ids) if sampler.needs_context else None
@@ -666,6 +690,14 @@ class CaDGenerator(SteerableGenerator):
                     continue
             # step or splice: ONE forward over everything appended (+ a new draft)
             proposal, kind = self._propose(constraint, stats, len(context), draft) if draft is not None else ([], "tag")
+            if limit is not None:
+                # Past max_position_embeddings the model's positions are untrained: stop,
+                # flagged incomplete, rather than return a program decoded from garbage.
+                room = limit - (stats.prompt_tokens + stats.program_tokens + stats.copied_tokens)
+                if room < 0:
+                    stats.stopped_early, stats.stop_reason = True, "context"
+                    break
+                proposal = proposal[:room]
             clock = time.perf_counter()
             logits = self._forward_drafted(context, proposal, kind, cache, draft)
             elapsed = time.perf_counter() - clock

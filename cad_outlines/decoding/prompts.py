@@ -56,6 +56,8 @@ def as_messages(prompt: Prompt) -> list[dict[str, str]]:
         that is not first, or a conversation that does not end with a user message.
     """
     if isinstance(prompt, str):
+        if not prompt.strip():
+            raise PromptError("the instruction is empty: say what to change")
         return [{"role": "user", "content": prompt}]
     messages = getattr(prompt, "messages", prompt)  # outlines.inputs.Chat holds .messages
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
@@ -76,9 +78,12 @@ def as_messages(prompt: Prompt) -> list[dict[str, str]]:
             raise PromptError(f"message {i} ({role}) has {type(content).__name__} content; "
                               "only text is supported")
         out.append({"role": role, "content": content})
+    if out[-1]["role"] == "user" and not out[-1]["content"].strip():
+        raise PromptError("the instruction (the last user message) is empty: say what to change")
     if out[-1]["role"] != "user":
-        raise PromptError(f"the last message is a {out[-1]['role']} message; the conversation must "
-                          "end with the user's instruction (the document is added to it)")
+        article = "an" if out[-1]["role"] == "assistant" else "a"
+        raise PromptError(f"the last message is {article} {out[-1]['role']} message; the conversation "
+                          "must end with the user's instruction (the document is added to it)")
     return out
 
 

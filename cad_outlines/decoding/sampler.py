@@ -78,7 +78,9 @@ class SamplingOptions:
             ("top_k", isinstance(self.top_k, int) and self.top_k >= 0, "an integer >= 0 (0 is off)"),
             ("min_p", 0 <= self.min_p <= 1, "in [0, 1]"),
             ("repetition_penalty", self.repetition_penalty > 0, "a number > 0 (1 is off)"),
-            ("seed", self.seed is None or isinstance(self.seed, int), "an integer or None"),
+            ("seed", self.seed is None or (isinstance(self.seed, int) and not isinstance(self.seed, bool)
+                                           and 0 <= self.seed < 2**63),
+             "an integer in [0, 2**63) or None"),
         ]
         for name, ok, expected in checks:
             if not ok:

@@ -63,6 +63,8 @@ def line_summary(before: str, after: str) -> dict[str, int]:
     """
     from ..language.oracle import line_matches
 
-    a, b = split_keepends(before), split_keepends(after)
+    # Compared without their line ends: a last line copied without its newline is kept.
+    a = [line.rstrip("\r\n") for line in split_keepends(before)]
+    b = [line.rstrip("\r\n") for line in split_keepends(after)]
     kept = sum(size for _, _, size in line_matches(a, b))
     return {"kept": kept, "added": len(b) - kept, "removed": len(a) - kept}

@@ -265,11 +265,17 @@ def read_program(reply: str, start: int, limit: int, *, lenient: bool = True
     return ops, repairs, end
 
 
+_MAX_INDEX_DIGITS = 18
+
+
 def _copy_op(m: re.Match, reply: str, limit: int, repairs: list[str], lenient: bool) -> Op:
     pos = m.start()
     if m.group("attr") == COPY_ATTRIBUTE["tokens"]:
         raise MalformedProgramError(f"token copies ({COPY_OPEN['tokens']}...) need the model's tokenizer; "
                                     "text mode copies lines", pos)
+    for digits in (m.group("a"), m.group("b") or ""):
+        if len(digits) > _MAX_INDEX_DIGITS:  # int() refuses > 4,300 digits; no document is that long
+            raise CopyRangeError(f"copy index of {len(digits)} digits is out of any document's range", pos)
     a = int(m.group("a"))
     b = int(m.group("b")) if m.group("b") is not None else a
     canonical = copy_tag("lines", a, b)
