@@ -1,6 +1,6 @@
 """CD vs DCCD on a model trained from scratch to answer in prose, asked for JSON.
 
-No pretrained weights exist in this workplace, so the demonstration builds the smallest
+With no network access to download weights, the demonstration builds the smallest
 setting where the comparison means something:
 
 * a synthetic task — ``Q: what is three plus four ?`` — that the model learns to answer

@@ -1,6 +1,6 @@
 """A model that edits by itself, trained here: CaD programs vs whole-file regeneration.
 
-No pretrained weights exist in this workplace, so the run trains two same-size models
+The run trains two same-size models
 from scratch on one synthetic edit family and decodes held-out edits through the real
 loop:
 
