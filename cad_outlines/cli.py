@@ -868,7 +868,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{name}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print(f"{name}: interrupted", file=sys.stderr)
+        from cad_outlines.files import WRITTEN
+
+        if WRITTEN and len(getattr(args, "files", None) or [None]) == 1:
+            # The one output was already in place: the work is done, say so.
+            print(f"{name}: interrupted after writing {', '.join(WRITTEN)} (complete)", file=sys.stderr)
+            return EXIT_OK
+        written = f" ({len(WRITTEN)} file(s) written: {', '.join(WRITTEN)})" if WRITTEN else ""
+        print(f"{name}: interrupted{written}", file=sys.stderr)
         return 130
     except Exception:  # a bug: show where, with a status no other case uses
         traceback.print_exc()

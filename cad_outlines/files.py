@@ -101,6 +101,7 @@ def atomic_write(path: PathLike, text: str) -> None:
             os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
         tmp = None
+        WRITTEN.append(str(named))
     finally:
         if tmp is not None:
             try:
@@ -109,6 +110,9 @@ def atomic_write(path: PathLike, text: str) -> None:
                 pass
     _fsync_dir(directory)
 
+
+#: Every file this process has replaced, in order (the CLI reports them when interrupted).
+WRITTEN: list[str] = []
 
 #: In every temporary file's name: ``.{name}.cad-outlines-{pid}-{random}.tmp``.
 TEMP_TAG = "cad-outlines"

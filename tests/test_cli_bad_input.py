@@ -155,3 +155,25 @@ def test_batch_keeps_the_documents_finished_before_a_failure(tiny_model, monkeyp
     with pytest.raises(IncompleteProgramError) as info:
         gen.batch(["first", "second"])
     assert info.value.completed == ["b\n"]  # was lost with the exception
+
+
+def test_an_interrupt_after_the_output_is_in_place_reports_it_written(capsys, tmp_path, monkeypatch):
+    from cad_outlines import files
+
+    doc, prog, out = tmp_path / "d.txt", tmp_path / "p.txt", tmp_path / "out.txt"
+    doc.write_text("a\nb\n")
+    prog.write_text('<program><copy lines="2-3"/></program>')
+    monkeypatch.setattr(files, "WRITTEN", [])
+    real = files.atomic_write
+
+    def write_then_interrupt(path, text):
+        real(path, text)
+        raise KeyboardInterrupt("signal 15")  # SIGTERM right after the rename
+
+    monkeypatch.setattr(files, "atomic_write", write_then_interrupt)
+    code, _, err = run(capsys, ["apply", prog, doc, "-o", out])
+    assert code == 0 and "interrupted after writing" in err and out.read_text() == "b\n"
+    monkeypatch.setattr(files, "WRITTEN", [])
+    monkeypatch.setattr(files, "atomic_write", lambda path, text: (_ for _ in ()).throw(KeyboardInterrupt()))
+    code, _, err = run(capsys, ["apply", prog, doc, "-o", tmp_path / "other.txt"])
+    assert code == 130 and not (tmp_path / "other.txt").exists()
