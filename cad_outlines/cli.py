@@ -339,13 +339,13 @@ def _add_sft(sub: argparse._SubParsersAction) -> None:
 def _run_sft_build(args: argparse.Namespace) -> int:
     from cad_outlines.adapters import load_tokenizer
     from cad_outlines.tools.corpus import load_corpus
-    from cad_outlines.tools.sft import RowBuilder, build_rows, write_rows
+    from cad_outlines.tools.sft import RowBuilder, build_rows, model_context, write_rows
 
     if args.cost_aware and args.granularity != "lines":
         raise UsageError("--cost-aware is for --granularity lines only")
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UsageError(f"--max-tokens must be >= 1, got {args.max_tokens}")
-    positions = args.max_positions or _context_of(args.tokenizer)
+    positions = args.max_positions or model_context(args.tokenizer)
     cases = load_corpus(args.corpus)
     builder = RowBuilder(load_tokenizer(args.tokenizer), args.granularity, args.adapter)
     rows, skipped, too_long = [], [], 0
@@ -360,19 +360,6 @@ def _run_sft_build(args: argparse.Namespace) -> int:
     context = f" ({too_long} past the model's context of {positions} positions)" if positions else ""
     print(f"{len(rows)} row(s) written to {args.output}; {len(skipped)} skipped{context}", file=sys.stderr)
     return 0
-
-
-def _context_of(folder: str) -> int | None:
-    """``max_position_embeddings`` of the model folder a tokenizer sits in, if it has a config."""
-    import json
-    import os
-
-    try:
-        with open(os.path.join(folder, "config.json"), encoding="utf-8") as fh:
-            value = json.load(fh).get("max_position_embeddings")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return value if isinstance(value, int) and value > 0 else None
 
 
 _COMMANDS.append(_add_sft)
@@ -699,7 +686,7 @@ def _emit_edit(args: argparse.Namespace, name: str, document: str, result: Any,
     Returns the file's exit status: :data:`EXIT_OK`, or :data:`EXIT_MODEL` when the
     program is unfinished or the edit is refused.
     """
-    from cad_outlines.tools.diffs import line_summary, unified_diff
+    from cad_outlines.tools.diffs import line_summary, patch_header, patch_note, unified_diff
     from cad_outlines.files import atomic_write
 
     if not args.quiet:
@@ -733,11 +720,11 @@ def _emit_edit(args: argparse.Namespace, name: str, document: str, result: Any,
         atomic_write(target, result.document)
         record["written"] = target
     if not args.json:
-        note = _diff_note(name)
+        note = patch_note(name)
         if note:
             _status(args, f"note: {note}")
-        _write_stdout(unified_diff(document, result.document, _diff_name("a", name),
-                                   _diff_name("b", args.output or name)))
+        _write_stdout(unified_diff(document, result.document, patch_header("a", name),
+                                   patch_header("b", args.output or name)))
     return EXIT_OK
 
 
@@ -747,57 +734,15 @@ def _load_edit_model(args: argparse.Namespace) -> Any:
     if args.preset:
         _status(args, f"loading preset {args.preset} ...")
         return models.load(args.preset, device=args.device, dtype=args.dtype)
-    import outlines
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    if os.path.isfile(args.model) and args.model.endswith(".gguf"):
-        from cad_outlines.tools.weights import hf_folder
-
+    if args.model.endswith(".gguf") and os.path.isfile(args.model):
         _status(args, f"loading {args.model} (converted once to a cached folder, ~30 s the first time) ...")
-        args.model = str(hf_folder(gguf=args.model))
-    if not os.path.isdir(args.model):
-        raise UsageError(f"--model {args.model}: no such folder or .gguf file (pass a local folder "
-                         "holding config.json, the weights and the tokenizer, or a GGUF file; nothing "
-                         "is downloaded)")
-    device, dtype = models.resolve_device(args.device), models.resolve_dtype(args.dtype)
-    _status(args, f"loading {args.model} ...")
-    try:
-        hf_model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype, local_files_only=True)
-        tokenizer = AutoTokenizer.from_pretrained(args.model, local_files_only=True)
-    except Exception as err:  # noqa: BLE001 - whatever transformers raises, the folder is the cause
-        first = (str(err).splitlines() or [type(err).__name__])[0]
-        raise UsageError(f"--model {args.model}: cannot load a causal LM and tokenizer from this "
-                         f"folder ({type(err).__name__}: {first[:300]})") from None
-    return outlines.from_transformers(hf_model.to(device).eval(), tokenizer)
+    else:
+        _status(args, f"loading {args.model} ...")
+    return models.load_folder(args.model, device=args.device, dtype=args.dtype)
 
 
 def _op_record(op: Any) -> dict[str, Any]:
     return {"op": type(op).__name__.lower(), **dataclasses.asdict(op)}
-
-
-def _diff_name(prefix: str, path: str) -> str:
-    """The diff header of ``path`` that `patch -p1` and `git apply` accept.
-
-    Relative to the current folder, through symbolic links (patch refuses to patch a
-    link: the header names its target). A file outside the current folder gets its bare
-    name: the diff then applies from the file's own folder (the caller says so).
-    """
-    real = os.path.realpath(path)
-    rel = os.path.relpath(real, os.getcwd())
-    if rel == ".." or rel.startswith(".." + os.sep) or os.path.isabs(rel):
-        rel = os.path.basename(real)
-    return f"{prefix}/{rel.replace(os.sep, '/')}"
-
-
-def _diff_note(path: str) -> str | None:
-    """What a user must know to apply the diff of ``path``, when its header is not ``path``."""
-    real = os.path.realpath(path)
-    rel = os.path.relpath(real, os.getcwd())
-    if rel == ".." or rel.startswith(".." + os.sep) or os.path.isabs(rel):
-        return f"{path} is outside the current folder: apply the diff from {os.path.dirname(real)}"
-    if os.path.islink(path):
-        return f"{path} is a symbolic link: the diff names its target {rel}"
-    return None
 
 
 _COMMANDS.append(_add_edit)

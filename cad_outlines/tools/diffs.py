@@ -9,6 +9,8 @@ newline with the ``\\ No newline at end of file`` marker both tools read.
 
 from __future__ import annotations
 
+import os
+
 import difflib
 
 from ..language.syntax import split_lines
@@ -52,6 +54,36 @@ def unified_diff(before: str, after: str, from_file: str = "a/file", to_file: st
                                      from_file, to_file, n=context):
         out.append(line if line.endswith("\n") else line + "\n" + NO_NEWLINE)
     return "".join(out)
+
+
+def _outside(path: str) -> tuple[str, bool]:
+    """``path`` resolved through links, relative to the current folder; and whether it lies outside."""
+    real = os.path.realpath(path)
+    rel = os.path.relpath(real, os.getcwd())
+    return rel, rel == ".." or rel.startswith(".." + os.sep) or os.path.isabs(rel)
+
+
+def patch_header(prefix: str, path: str) -> str:
+    """The diff header of ``path`` that `patch -p1` and `git apply` accept.
+
+    Relative to the current folder, through symbolic links (patch refuses to patch a
+    link: the header names its target). A file outside the current folder gets its bare
+    name: the diff then applies from the file's own folder (:func:`patch_note` says so).
+    """
+    rel, outside = _outside(path)
+    if outside:
+        rel = os.path.basename(os.path.realpath(path))
+    return f"{prefix}/{rel.replace(os.sep, '/')}"
+
+
+def patch_note(path: str) -> str | None:
+    """What a user must know to apply the diff of ``path``, when its header is not ``path``."""
+    rel, outside = _outside(path)
+    if outside:
+        return f"{path} is outside the current folder: apply the diff from {os.path.dirname(os.path.realpath(path))}"
+    if os.path.islink(path):
+        return f"{path} is a symbolic link: the diff names its target {rel}"
+    return None
 
 
 def line_summary(before: str, after: str) -> dict[str, int]:

@@ -153,6 +153,38 @@ def build(name: str, *, seed: int = 0, dtype: str | torch.dtype = "float32",
     return model, tokenizer
 
 
+def load_folder(path: str | os.PathLike, *, device: str | torch.device = "cpu",
+                dtype: str | torch.dtype = "float32") -> Any:
+    """A local model folder (or a ``.gguf`` file, converted once and cached) as an Outlines model.
+
+    Raises
+    ------
+    InputError
+        When ``path`` is neither, or transformers cannot load a causal LM and tokenizer from
+        it (whatever it raises: the folder is the cause); the message names the path.
+    """
+    import outlines
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch_device, torch_dtype = resolve_device(device), resolve_dtype(dtype)  # checked first
+    folder = str(path)
+    if folder.endswith(".gguf") and os.path.isfile(folder):
+        from .weights import hf_folder
+
+        folder = str(hf_folder(gguf=folder))
+    if not os.path.isdir(folder):
+        raise InputError(f"--model {path}: no such folder or .gguf file (pass a local folder holding "
+                         "config.json, the weights and the tokenizer, or a GGUF file; nothing is downloaded)")
+    try:
+        hf_model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    except Exception as err:  # noqa: BLE001 - whatever transformers raises, the folder is the cause
+        first = (str(err).splitlines() or [type(err).__name__])[0]
+        raise InputError(f"--model {path}: cannot load a causal LM and tokenizer from this folder "
+                         f"({type(err).__name__}: {first[:300]})") from None
+    return outlines.from_transformers(hf_model.to(torch_device).eval(), tokenizer)
+
+
 def load(name: str, **kwargs: Any):
     """Build a preset and wrap it the Outlines way: ``outlines.from_transformers(model, tok)``."""
     import outlines

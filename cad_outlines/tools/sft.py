@@ -284,6 +284,16 @@ def build_rows(cases: Iterable[Case], builder: RowBuilder, *, cost_aware: bool =
         yield row
 
 
+def model_context(folder: str | os.PathLike) -> int | None:
+    """``max_position_embeddings`` of the model folder a tokenizer sits in, if it has a config."""
+    try:
+        with open(os.path.join(folder, "config.json"), encoding="utf-8") as fh:
+            value = json.load(fh).get("max_position_embeddings")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and value > 0 else None
+
+
 def write_rows(rows: Iterable[SFTRow], path: str | os.PathLike,
                messages_path: str | os.PathLike | None = None) -> int:
     """Write rows as JSONL (atomically); optionally their chat form to ``messages_path``.
