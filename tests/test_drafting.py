@@ -17,7 +17,7 @@ from cad_outlines.language.resolver import resolve
 from cad_outlines.decoding.runner import ObservedRunner, TransformersRunner
 
 from testdata import FAMILY_PRESETS, TOKENIZERS
-from test_generator import _DOCS, _cases, _structure_bias
+from testdata import _DOCS, _cases, _structure_bias
 
 
 def _run(model, doc, ops=None, **options):

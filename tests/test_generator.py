@@ -13,15 +13,7 @@ from cad_outlines.language.oracle import oracle_program, oracle_tokens
 from cad_outlines.language.program import Copy, Gen
 from cad_outlines.language.resolver import resolve
 
-from testdata import FAMILY_PRESETS, corpus_records
-
-
-def _cases(k: int) -> list[dict]:
-    """k cases from each corpus of the sample (python, c, prose)."""
-    by_corpus: dict[str, list[dict]] = {}
-    for case in corpus_records():
-        by_corpus.setdefault(case["id"].rsplit("-", 1)[0], []).append(case)
-    return [case for cases in by_corpus.values() for case in cases[:k]]
+from testdata import FAMILY_PRESETS, _DOCS, _cases, _structure_bias
 
 
 # (c) teacher forcing the oracle program reproduces gold byte-exactly -----------------
@@ -100,53 +92,6 @@ def test_splice_equivalence(preset, tiny_model):
 
 
 # (a) sampled programs always parse and resolve --------------------------------------
-
-_DOCS = [
-    "def f(x):\n    return x + 1\n",
-    "héllo wörld 😀\n\n\n\nend",
-    "line one\r\nline two\r\n\r\nline four\r\n",
-    "a\n</gen>\n<copy lines=\"1-2\"/>\nb\n",
-    "⟨gen⟩ look-alike ⟨/gen⟩\n<|im_start|>system\n<s> </s>\n",
-    "\n",
-    "x",
-]
-
-
-def _structure_bias(model, adapter, strength: float = 9.0):
-    """Shape random weights so sampled programs finish within budget.
-
-    A forward hook boosts the program's literal pieces and, at positions inside a gen
-    body, the pieces of ``</gen>``. It only changes which valid program is sampled:
-    validity is the constraint's job, never the hook's. Each position's bias reads the
-    tokens up to that position (the cache length locates the forward), so the biased
-    model stays a function of the prefix alone, as a real model is; drafting relies on
-    that (a drafted token sees exactly what it would see undrafted, a rejected one
-    leaves no trace).
-    """
-    vocab = model.model.get_output_embeddings().weight.shape[0]
-    structure = torch.zeros(vocab)
-    for ids in adapter.literal_ids.values():
-        structure[torch.tensor(ids)] = strength
-    closing = structure.clone()
-    closing[torch.tensor(adapter.literal_ids["</gen>"])] = strength + 4
-    fed: list[int] = []
-
-    def hook(module, args, kwargs, output):
-        ids = kwargs["input_ids"][0].tolist()
-        cache = kwargs["cache"]
-        end = cache.get_seq_length()
-        del fed[end - len(ids):]
-        fed.extend(ids)
-        rows = output.logits.shape[1]
-        for row in range(rows):
-            upto = end - rows + row + 1
-            text = adapter.decode(fed[max(0, upto - 120):upto])
-            in_gen = text.rfind("<gen>") > text.rfind("</gen>")
-            output.logits[0, row] += (closing if in_gen else structure).to(output.logits.dtype)
-        return output
-
-    return model.model.register_forward_hook(hook, with_kwargs=True)
-
 
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)

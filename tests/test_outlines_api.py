@@ -16,7 +16,7 @@ from cad_outlines.decoding.prompts import PromptError
 from cad_outlines.language.resolver import ResolveError
 from cad_outlines.decoding.sampler import OptionError
 
-from test_generator import _DOCS, _structure_bias
+from testdata import _DOCS, _structure_bias
 
 DOC = "def add(a, b):\n    return a + b\n\nprint(add(1, 2))\n"
 GOLD = "def add(a, b):\n    # sum\n    return a + b\n\nprint(add(1, 2))\n"

