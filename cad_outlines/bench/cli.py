@@ -609,7 +609,10 @@ def _add_bench_quality(bench: argparse._SubParsersAction) -> None:
                    help="first N eval cases for the sampled runs")
     p.add_argument("--cases", metavar="CASES.jsonl", default=None,
                    help="eval cases (default: the bundled eval split)")
-    p.add_argument("--threads", type=positive, default=1, metavar="N", help="torch intra-op threads")
+    p.add_argument("--threads", type=positive, default=1, metavar="N", help="torch intra-op threads per process")
+    p.add_argument("--jobs", type=positive, default=1, metavar="N",
+                   help="decode the configurations in N worker processes at once")
+    p.add_argument("--budget", type=positive, default=256, metavar="N", help="CaD and text-mode token budget")
     p.add_argument("--markdown", metavar="OUT.md", help="also write the tables here (atomically)")
     _add_output_args(p, plot=False)
     p.set_defaults(func=_run_bench_quality)
@@ -629,13 +632,13 @@ def _run_bench_quality(args: argparse.Namespace) -> int:
 
     cfg = QualityConfig(sampled=_names("--sampled", args.sampled, CONFIGS),
                         seeds=_int_list("--seeds", args.seeds, minimum=0), limit=args.limit,
-                        sampled_limit=args.sampled_limit, threads=args.threads)
+                        sampled_limit=args.sampled_limit, threads=args.threads, cad_budget=args.budget)
     if args.configs:
         cfg.configs = _names("--configs", args.configs, CONFIGS)
     if args.cases:
         cfg.cases_path = args.cases
     cases = load_eval_cases(args.cases) if args.cases else None
-    report = run(cfg, cases=cases)
+    report = run(cfg, cases=cases, jobs=args.jobs)
     table = format_table(report)
     if args.markdown:
         atomic_write(args.markdown, table + "\n")

@@ -38,6 +38,8 @@ from typing import Any, Callable, Sequence
 from ..language import program as programs
 from ..language.program import Copy
 from ..language.syntax import PROGRAM_CLOSE, split_lines
+from ..errors import InputError
+from ..files import read_text
 from ..tools.corpus import Case
 from ._common import environment, progress
 from ._loop import clocked_generator, cpu_run
@@ -78,14 +80,19 @@ def load_eval_cases(path: str | None = None) -> list[Case]:
     if path is None:
         text = resources.files("cad_outlines.data").joinpath("eval_edits.jsonl").read_text("utf-8")
     else:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        text = read_text(path)
     cases = []
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
-            r = json.loads(line)
-            cases.append(Case(r["id"], r["doc"], r["gold"],
-                              {k: r[k] for k in ("instruction", "kind", "corpus", "file") if k in r}))
+            try:
+                r = json.loads(line)
+                cases.append(Case(r["id"], r["doc"], r["gold"],
+                                  {k: r[k] for k in ("instruction", "kind", "corpus", "file") if k in r}))
+                if not isinstance(r.get("instruction"), str) or not r["instruction"].strip():
+                    raise KeyError("instruction")
+            except (ValueError, KeyError, TypeError) as err:
+                raise InputError(f"{path or 'eval_edits.jsonl'}, line {number}: not an eval case "
+                                 f"(JSON with id, doc, gold, instruction): {err}") from None
     return cases
 
 
@@ -172,26 +179,19 @@ def _group(rows: list[dict[str, Any]], key: Callable[[dict[str, Any]], str]) -> 
     return {k: _summary(v) for k, v in sorted(groups.items())}
 
 
-def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
-        loader: Callable[[str], Any] | None = None) -> dict[str, Any]:
-    """Run every configuration of ``cfg`` on ``cases``; per-run records and summaries.
-
-    ``loader(preset)`` returns the Outlines model of a preset (default:
-    :func:`cad_outlines.tools.models.load`); each preset is loaded once.
-    """
+def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
+            loader: Callable[[str], Any] | None) -> list[dict[str, Any]]:
+    """The records of ``configs`` on ``cases`` (one process, ``cfg.threads`` torch threads)."""
     import torch
 
+    from ..adapters import get_adapter
     from ..tools import models
 
     torch.set_num_threads(cfg.threads)
-    if cases is None:
-        cases = load_eval_cases(cfg.cases_path if cfg.cases_path != QualityConfig.cases_path else None)
-    cases = list(cases)[:cfg.limit] if cfg.limit else list(cases)
     loader = loader or models.load
     loaded: dict[str, Any] = {}
     records: list[dict[str, Any]] = []
-    started = time.time()
-    for name in cfg.configs:
+    for name in configs:
         preset, method, options = CONFIGS[name]
         if preset not in loaded:
             loaded[preset] = loader(preset)
@@ -211,10 +211,51 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
                 rec.update(config=name, sampling=label, case=case.id, kind=case.meta.get("kind", "?"),
                            corpus=case.meta.get("corpus", "?"))
                 if method == "cad":
-                    from ..adapters import get_adapter
-
                     rec["oracle_tokens"] = _oracle_tokens(get_adapter(model.hf_tokenizer), case)
                 records.append(rec)
+    return records
+
+
+#: Relative cost of a configuration's runs (regeneration decodes the whole file), to
+#: balance ``jobs`` worker processes.
+_WEIGHT = {"base_regen": 3, "regen": 3, "base_cad": 2, "base_guarded": 2}
+
+
+def _split(configs: Sequence[str], sampled: Sequence[str], jobs: int) -> list[list[str]]:
+    loads = [0.0] * jobs
+    parts: list[list[str]] = [[] for _ in range(jobs)]
+    for name in sorted(configs, key=lambda n: -_WEIGHT.get(n, 1) * (2 if n in sampled else 1)):
+        k = loads.index(min(loads))
+        parts[k].append(name)
+        loads[k] += _WEIGHT.get(name, 1) * (2 if name in sampled else 1)
+    return [p for p in parts if p]
+
+
+def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
+        loader: Callable[[str], Any] | None = None, jobs: int = 1) -> dict[str, Any]:
+    """Run every configuration of ``cfg`` on ``cases``; per-run records and summaries.
+
+    ``loader(preset)`` returns the Outlines model of a preset (default:
+    :func:`cad_outlines.tools.models.load`); each preset is loaded once per process.
+    ``jobs > 1`` decodes the configurations in that many worker processes at once (each
+    with ``cfg.threads`` threads; the default loader only), so that a 2-core machine runs
+    the whole comparison in one run; the records are merged in configuration order.
+    """
+    if cases is None:
+        cases = load_eval_cases(cfg.cases_path if cfg.cases_path != QualityConfig.cases_path else None)
+    cases = list(cases)[:cfg.limit] if cfg.limit else list(cases)
+    started = time.time()
+    if jobs > 1 and loader is None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        parts = _split(cfg.configs, cfg.sampled, jobs)
+        with ProcessPoolExecutor(len(parts), mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(_decode, cfg, cases, part, None) for part in parts]
+            found = [rec for future in futures for rec in future.result()]
+        records = [rec for name in cfg.configs for rec in found if rec["config"] == name]
+    else:
+        records = _decode(cfg, cases, cfg.configs, loader)
     summaries: dict[str, Any] = {}
     for name in cfg.configs:
         for label in sorted({r["sampling"] for r in records if r["config"] == name}):
@@ -223,7 +264,7 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
             summaries[f"{name}/{label}"] = {
                 "all": _summary(rows), "synthetic": _summary(synthetic) if synthetic else None,
                 "by_kind": _group(rows, lambda r: r["kind"]), "by_corpus": _group(rows, lambda r: r["corpus"])}
-    return {"config": asdict(cfg), "cases": len(cases), "seconds": round(time.time() - started, 1),
+    return {"config": asdict(cfg), "jobs": jobs, "cases": len(cases), "seconds": round(time.time() - started, 1),
             "environment": environment(), "summaries": summaries, "records": records}
 
 
