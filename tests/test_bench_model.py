@@ -98,7 +98,7 @@ def test_regeneration_baseline_one_forward_per_token(tiny_model):
     case = select_cases(CASES, "size", 1)[0]
     gen, clock = clocked_generator(model, case.doc)
     ids = gen.adapter.encode(case.gold)
-    prompt = gen.adapter.prompt_ids(case.doc, "edit", "lines")
+    prompt = gen.adapter.plain_prompt_ids(case.doc, "edit")  # the file as it is, no format statement
     out = regen_baseline(gen, clock, "edit", case.gold)
     assert out["exact"] and out["tokens"] == len(ids) and out["prompt_tokens"] == len(prompt)
     assert out["forward_passes"] == 1 + len(ids)

@@ -39,7 +39,7 @@ from outlines.generator import SteerableGenerator
 
 from .alpha import AlphaTrace
 from .constraint import Constraint, bitmask_to_mask
-from .runner import TransformersRunner
+from .runner import Runner, TransformersRunner
 from .sampler import Sampler, SamplingOptions
 
 __all__ = [
@@ -316,7 +316,7 @@ class _Row:
     ended: bool = False  # emitted end-of-sequence
 
 
-def _decode(runner: TransformersRunner, rows: list[_Row], *, pad_id: int, stop_ids: frozenset[int],
+def _decode(runner: Runner, rows: list[_Row], *, pad_id: int, stop_ids: frozenset[int],
             max_new_tokens: int, temperature: float, generator: torch.Generator) -> None:
     """Decode every row to completion in one batch (left-padded, one shared KV cache).
 
@@ -414,6 +414,10 @@ class DraftConditionedGenerator(SteerableGenerator):
         Sampling temperature of the projection (0: greedy).
     draft_temperature
         Sampling temperature of the drafts.
+    runner, draft_runner
+        The model side of the projections and of the drafts
+        (:class:`~cad_outlines.decoding.runner.Runner`; default: a ``TransformersRunner`` over
+        each model). A benchmark passes ``ObservedRunner`` s to count and clock forwards.
 
     Examples
     --------
@@ -436,6 +440,8 @@ class DraftConditionedGenerator(SteerableGenerator):
         draft_max_tokens: int = 256,
         temperature: float = 0.0,
         draft_temperature: float = 1.0,
+        runner: Runner | None = None,
+        draft_runner: Runner | None = None,
     ):
         from outlines.models.transformers import Transformers
 
@@ -458,6 +464,11 @@ class DraftConditionedGenerator(SteerableGenerator):
         self.projection_template = projection_template
         self.drafter = drafter if drafter is not None else model
         self.selector = selector
+        # The model side of the projections and of the drafts (a benchmark passes
+        # ObservedRunners to count and clock them, as it does for the CaD loop).
+        self.runner: Runner = runner if runner is not None else TransformersRunner(model.model)
+        self.draft_runner: Runner = (draft_runner if draft_runner is not None else
+                                     self.runner if self.drafter is model else TransformersRunner(self.drafter.model))
         self.max_new_tokens = max_new_tokens
         self.draft_max_tokens = draft_max_tokens
         self.temperature = temperature
@@ -563,7 +574,7 @@ class DraftConditionedGenerator(SteerableGenerator):
         stop.update(gen_eos if isinstance(gen_eos, (list, tuple)) else [gen_eos])
         stop.discard(None)
         rows = [_Row(list(ids)) for _ in range(k)]
-        _decode(TransformersRunner(m.model), rows, pad_id=_pad_id(tok), stop_ids=frozenset(stop),
+        _decode(self.draft_runner, rows, pad_id=_pad_id(tok), stop_ids=frozenset(stop),
                 max_new_tokens=self.draft_max_tokens, temperature=self.draft_temperature,
                 generator=generator)
         return [tok.decode(r.out_ids, skip_special_tokens=True) for r in rows]
@@ -577,7 +588,7 @@ class DraftConditionedGenerator(SteerableGenerator):
                  generator: torch.Generator) -> list[Candidate]:
         tok = self.model.hf_tokenizer
         rows = [_Row(_encode(self.model, p), matcher=self._make_matcher()) for p in prompts]
-        _decode(TransformersRunner(self.model.model), rows, pad_id=_pad_id(tok), stop_ids=frozenset(),
+        _decode(self.runner, rows, pad_id=_pad_id(tok), stop_ids=frozenset(),
                 max_new_tokens=self.max_new_tokens, temperature=self.temperature,
                 generator=generator)
         out = []

@@ -9,7 +9,8 @@ forwards without subclassing a generator.
 
 The CaD loop (:mod:`cad_outlines.decoding.generator`) appends ids to one sequence
 (:meth:`Runner.forward`); DCCD (:mod:`cad_outlines.decoding.dccd`) decodes a left-padded batch
-(:meth:`TransformersRunner.forward_batch`). Both go through the same object.
+(:meth:`Runner.forward_batch`); ``bench kernel`` times :meth:`Runner.forward_tensor`. All go
+through the same object, so an :class:`ObservedRunner` sees every forward.
 """
 
 from __future__ import annotations
@@ -39,6 +40,16 @@ class Runner(Protocol):
 
     def crop(self, cache: Any, n: int) -> None:
         """Drop the last ``n`` tokens from ``cache``."""
+
+    def forward_batch(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                      position_ids: torch.Tensor, cache: Any) -> tuple[torch.Tensor, Any]:
+        """One forward of a (left-padded) batch: the last position's logits and the cache
+        (DCCD's drafts and projections); ``cache=None`` starts a new cache."""
+
+    def forward_tensor(self, input_ids: torch.Tensor, cache: Any, keep: int) -> torch.Tensor:
+        """Append a ``(1, n)`` id tensor to ``cache``; the logits of the last ``keep`` rows
+        (``0``: every row) as the model returns them, on its device (``bench kernel``
+        measures the forward itself, without a host copy)."""
 
 
 class TransformersRunner:
@@ -92,6 +103,12 @@ class TransformersRunner:
                          **{self._cache_kw: cache})
         return out.logits[:, -1, :], getattr(out, self._cache_kw)
 
+    def forward_tensor(self, input_ids: torch.Tensor, cache: Any, keep: int) -> torch.Tensor:
+        with torch.inference_mode():
+            out = self.model(input_ids=input_ids, use_cache=True, logits_to_keep=keep,
+                             **{self._cache_kw: cache})
+        return out.logits
+
 
 class ObservedRunner:
     """A runner that reports every forward to ``observer(width, rows, seconds)``.
@@ -127,3 +144,16 @@ class ObservedRunner:
 
     def crop(self, cache: Any, n: int) -> None:
         self.inner.crop(cache, n)
+
+    def forward_batch(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                      position_ids: torch.Tensor, cache: Any) -> tuple[torch.Tensor, Any]:
+        clock = time.perf_counter()
+        out = self.inner.forward_batch(input_ids, attention_mask, position_ids, cache)
+        self.observer(int(input_ids.shape[1]), int(input_ids.shape[0]), time.perf_counter() - clock)
+        return out
+
+    def forward_tensor(self, input_ids: torch.Tensor, cache: Any, keep: int) -> torch.Tensor:
+        clock = time.perf_counter()
+        out = self.inner.forward_tensor(input_ids, cache, keep)
+        self.observer(int(input_ids.shape[1]), keep, time.perf_counter() - clock)
+        return out
