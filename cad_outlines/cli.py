@@ -736,6 +736,9 @@ def _load_edit_model(args: argparse.Namespace) -> Any:
         return models.load(args.preset, device=args.device, dtype=args.dtype)
     if args.model.endswith(".gguf") and os.path.isfile(args.model):
         _status(args, f"loading {args.model} (converted once to a cached folder, ~30 s the first time) ...")
+    elif not os.path.isdir(args.model):
+        raise UsageError(f"--model {args.model}: directory does not exist (pass a local folder holding "
+                         "config.json, the weights and the tokenizer, or a .gguf file; nothing is downloaded)")
     else:
         _status(args, f"loading {args.model} ...")
     return models.load_folder(args.model, device=args.device, dtype=args.dtype)

@@ -131,8 +131,8 @@ def test_help_lists_presets_and_defaults(capsys, monkeypatch):
     out = capsys.readouterr().out
     from cad_outlines.tools.presets import PRESETS
 
-    assert all(name in out for name in PRESETS)
-    assert "(default: tiny-qwen)" in out and "(default: cpu)" in out
+    assert all(name in out for name in PRESETS) and "smollm2-135m " in out
+    assert "(default: smollm2-135m)" in out and "(default: cpu)" in out
     with pytest.raises(SystemExit):
         cli.main(["edit", "--help"])
     out = capsys.readouterr().out

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from ..errors import InputError
+from .devices import DTYPES, resolve_device, resolve_dtype  # noqa: F401  (re-exported)
 from .presets import PRESETS, REAL_PRESETS, Preset  # noqa: F401  (re-exported: models.PRESETS)
 
 TOKENIZERS_ENV = "CAD_OUTLINES_TOKENIZERS"
@@ -52,50 +53,6 @@ def tokenizer_dir(family: str, root: str | os.PathLike | None = None) -> Path:
         f"no tokenizer folder for {family!r} (searched: {searched}); pass a folder "
         f"or set {TOKENIZERS_ENV} to a directory holding {family}/tokenizer.json "
         f"(in a clone of cad-outlines: {TOKENIZERS_ENV}=tests/fixtures/tokenizers)")
-
-
-#: Weight dtypes a preset or a loaded model may use, by name.
-DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16,
-                                  "float16": torch.float16}
-
-
-def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
-    """``"float32"``/``"bfloat16"``/``"float16"`` (or a ``torch.dtype``) as a ``torch.dtype``.
-
-    Raises
-    ------
-    InputError
-        For any other name.
-    """
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype not in DTYPES:
-        raise InputError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
-    return DTYPES[dtype]
-
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    """Parse ``device`` and check that this machine has it.
-
-    Raises
-    ------
-    InputError
-        If the name is not a torch device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``)
-        or the device is not available here.
-    """
-    try:
-        parsed = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise InputError(f"unknown device {device!r} (e.g. cpu, cuda, cuda:1, mps): {err}") from None
-    if parsed.type == "cuda":
-        if not torch.cuda.is_available():
-            raise InputError(f"device {device!r}: CUDA is not available on this machine")
-        if parsed.index is not None and parsed.index >= torch.cuda.device_count():
-            raise InputError(f"device {device!r}: this machine has {torch.cuda.device_count()} "
-                             "CUDA device(s)")
-    elif parsed.type == "mps" and not torch.backends.mps.is_available():
-        raise InputError(f"device {device!r}: MPS is not available on this machine")
-    return parsed
 
 
 def build(name: str, *, seed: int = 0, dtype: str | torch.dtype = "float32",

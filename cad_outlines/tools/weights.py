@@ -188,7 +188,7 @@ def load_real(name: str = "smollm2-135m", *, adapter: str | os.PathLike | None |
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from .models import resolve_device, resolve_dtype
+    from .devices import resolve_device, resolve_dtype
 
     preset = _preset(name)
     torch_dtype = resolve_dtype(dtype or "float32")  # checked before any work
