@@ -283,19 +283,13 @@ def format_table(report: dict[str, Any]) -> str:
         valid = "-" if a["valid_of_complete"] is None else f"{a['valid_of_complete']:.0%}"
         out.append(f"| {name} | {label} | {a['n']} | {exact_s} | {exact_c} | {a['complete']:.0%} | {valid} "
                    f"| {a['copies_in_range']:.0%} | {a['forwards_mean']} | {a['cpu_seconds_mean']} |")
-    kinds = sorted({r["kind"] for r in report["records"]})
     greedy = [k for k in report["summaries"] if k.endswith("/greedy")]
-    out += ["", "Exact match by edit kind (greedy):", "",
-            "| configuration | " + " | ".join(kinds) + " |", "|---|" + "---:|" * len(kinds)]
-    for key in greedy:
-        by = report["summaries"][key]["by_kind"]
-        cells = [f"{round(by[k]['exact'] * by[k]['n'])}/{by[k]['n']}" if k in by else "-" for k in kinds]
-        out.append(f"| {key.split('/')[0]} | " + " | ".join(cells) + " |")
-    corpora = sorted({r["corpus"] for r in report["records"]})
-    out += ["", "Exact match by corpus (greedy):", "",
-            "| configuration | " + " | ".join(corpora) + " |", "|---|" + "---:|" * len(corpora)]
-    for key in greedy:
-        by = report["summaries"][key]["by_corpus"]
-        cells = [f"{round(by[c]['exact'] * by[c]['n'])}/{by[c]['n']}" if c in by else "-" for c in corpora]
-        out.append(f"| {key.split('/')[0]} | " + " | ".join(cells) + " |")
+    for field, title in (("kind", "edit kind"), ("corpus", "corpus")):
+        columns = sorted({r[field] for r in report["records"]})
+        out += ["", f"Exact match by {title} (greedy):", "",
+                "| configuration | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
+        for key in greedy:
+            by = report["summaries"][key][f"by_{field}"]
+            cells = [f"{round(by[c]['exact'] * by[c]['n'])}/{by[c]['n']}" if c in by else "-" for c in columns]
+            out.append(f"| {key.split('/')[0]} | " + " | ".join(cells) + " |")
     return "\n".join(out)
