@@ -169,7 +169,15 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "forwards_mean": round(statistics.mean(r["forwards"] for r in rows), 1),
             "cpu_seconds_mean": round(statistics.mean(r["cpu_total_seconds"] for r in rows), 3),
             "cpu_gen_seconds_mean": round(statistics.mean(r["cpu_gen_seconds"] for r in rows), 3),
-            "program_tokens_mean": round(statistics.mean(r["program_tokens"] for r in rows), 1)}
+            "program_tokens_mean": round(statistics.mean(r["program_tokens"] for r in rows), 1),
+            # CaD: the model's program against the oracle's, on the edits it got right
+            "program_over_oracle_exact": _ratio([r for r in rows if r["exact"] and "oracle_tokens" in r])}
+
+
+def _ratio(rows: list[dict[str, Any]]) -> float | None:
+    if not rows:
+        return None
+    return round(sum(r["program_tokens"] for r in rows) / sum(r["oracle_tokens"] for r in rows), 3)
 
 
 def _group(rows: list[dict[str, Any]], key: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
