@@ -121,6 +121,12 @@ def test_training_checkpoints_and_resumes(real_model, tmp_path):
     steps = [json.loads(line)["step"] for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert first == [1, 2] and steps == [1, 2, 3]
     assert record["rows"] == 2 and len(record["loss_curve"]) >= 1
+    # the same seed and data give the same losses: the shipped adapters are reproducible
+    again = tmp_path / "again"
+    train(cases, TrainConfig(steps=3, checkpoint_every=5, max_tokens=2048), again)
+    losses = [[json.loads(line)["loss"] for line in (folder / "log.jsonl").read_text().splitlines()]
+              for folder in (tmp_path, again)]
+    assert losses[0] == losses[1]
     weights = tmp_path / "adapter" / "adapter_model.safetensors"
     assert weights.stat().st_size < 10 * 2**20
     model, _ = load_real("smollm2-135m-base", adapter=tmp_path / "adapter")

@@ -130,15 +130,17 @@ def _lora(model: Any, cfg: TrainConfig) -> Any:
     return get_peft_model(model, config)
 
 
-def _save_adapter(model: Any, folder: Path) -> None:
-    """The adapter, its weights as float16 (half the size; merged into fp32 at load)."""
+def _save_adapter(model: Any, folder: Path, half: bool = True) -> None:
+    """The adapter; ``half``: its weights as float16 (half the size; merged into fp32 at
+    load). Checkpoints keep float32, so a resumed run continues exactly."""
     from safetensors.torch import load_file, save_file
 
     staging = folder.with_name(f".{folder.name}.tmp")
     shutil.rmtree(staging, ignore_errors=True)
     model.save_pretrained(str(staging))
     weights = staging / "adapter_model.safetensors"
-    save_file({k: v.to(torch.float16) for k, v in load_file(str(weights)).items()}, str(weights))
+    if half:
+        save_file({k: v.to(torch.float16) for k, v in load_file(str(weights)).items()}, str(weights))
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)
 
@@ -194,7 +196,7 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
             if log is not None:
                 log(record)
             if step % cfg.checkpoint_every == 0 or step == cfg.steps:
-                _save_adapter(model, checkpoint / "adapter")
+                _save_adapter(model, checkpoint / "adapter", half=False)
                 staging = checkpoint / "state.pt.tmp"
                 torch.save({"opt": opt.state_dict(), "sched": sched.state_dict(), "step": step,
                             "losses": losses}, staging)
