@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from cad_outlines.decoding import generator as generator_module
 from cad_outlines.language import escape, program
 from cad_outlines.decoding.drafting import DraftBudget, Drafter, ForwardCost, similarity
-from cad_outlines.decoding.generator import CaDGenerator, _Draft
+from cad_outlines.decoding.drafting import PendingDraft
+from cad_outlines.decoding.generator import CaDGenerator
 from cad_outlines.language.oracle import oracle_program, oracle_tokens
 from cad_outlines.language.program import Copy, CopyTokens, Gen
 from cad_outlines.language.resolver import resolve
@@ -166,7 +167,7 @@ class _FakeCache:
 def test_draft_verify_keeps_the_matching_prefix_and_crops_the_rest():
     cache = _FakeCache(10 + 4)  # 10 committed tokens, then a 4-token draft
     budget = DraftBudget(None)
-    draft = _Draft(TransformersRunner.__new__(TransformersRunner), cache, budget)  # crop needs no model
+    draft = PendingDraft(TransformersRunner.__new__(TransformersRunner), cache, budget)  # crop needs no model
     rows = [torch.full((3,), float(k)) for k in range(4)]
     draft.add([7, 8, 9, 5], rows, "lookup_short")
     rest, after = draft.verify([7])  # fully inside the draft: nothing to forward

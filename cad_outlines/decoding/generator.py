@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import time
 from functools import cached_property
-from collections import deque
-from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Iterable, Iterator, Literal, Sequence
 
 import torch
@@ -34,8 +32,9 @@ from ..language import program, syntax
 from ..adapters import Adapter, get_adapter
 from .constraint import (CompiledGrammar, CopyIndices, LoopConstraint, ProgramConstraint,
                          Unconstrained, compile_grammar, tokenizer_setup_seconds)
-from .drafting import DraftBudget, Drafter, DraftKind, ForwardCost
-from ..errors import CaDError, InputError, ModelOutputError
+from .drafting import DraftBudget, Drafter, DraftKind, ForwardCost, PendingDraft
+from .forcing import ForcedText
+from ..errors import CaDError, InputError
 from ..language.grammar import Granularity, load_grammar, specialize
 from ..language.program import Copy, CopyTokens, Op
 from .prompts import Prompt, PromptTemplate, as_messages
@@ -43,198 +42,14 @@ from ..language.resolver import resolve
 from .runner import Runner, TransformersRunner
 from .sampler import SAMPLING_OPTIONS, OptionError, Sampler, SamplingOptions
 from .streaming import DocumentStream
+# Re-exported: the result types and the loop's errors live in .results.
+from .results import (CaDResult, CaDStats, ContextLengthError, ForcedProgramError,  # noqa: F401
+                      IncompleteProgramError, ProgressCallback)
 
-
-#: A progress display: called with the live stats (see :meth:`CaDGenerator.run`).
-ProgressCallback = Callable[["CaDStats"], None]
 
 #: The longest draft appended to one forward (``<program><copy lines="1-1234`` is 13
 #: Qwen tokens).
 MAX_DRAFT_TOKENS = 16
-
-
-class IncompleteProgramError(ModelOutputError, RuntimeError):
-    """The token budget ran out before ``</program>``; ``.result`` holds the complete ops."""
-
-    def __init__(self, result: "CaDResult"):
-        self.result = result
-        super().__init__(
-            f"max_new_tokens ran out after {len(result.ops)} complete op(s); "
-            "no edited document was produced (raise max_new_tokens)")
-
-
-class ForcedProgramError(InputError):
-    """A forced program that the document's constraint rejects."""
-
-
-class ContextLengthError(InputError):
-    """A prompt that does not fit the model's context (``max_position_embeddings``)."""
-
-
-@dataclass
-class CaDStats:
-    """Counts and wall-clock of one run.
-
-    ``decoded_tokens`` were chosen by a decode step each, ``forced_tokens`` were
-    fast-forwarded (grammar-forced), ``copied_tokens`` were spliced. Forward passes
-    include the prompt prefill. Drafting: ``draft_tokens`` were proposed (appended to a
-    forward), ``draft_accepted`` of them were kept (chosen, forced or spliced exactly as
-    drafted), and ``forwards_saved`` decode steps needed no forward because all they
-    appended was already in the cache; for a finished program
-    ``forward_passes + forwards_saved == decoded_tokens``. Seconds: ``constraint`` (mask,
-    advance, forced runs), ``draft`` (predicting, encoding and validating drafts),
-    ``forward`` (decode and forced-run forwards, incl. the device sync), ``splice``
-    (forwards that carried a copy span), ``prefill`` (the prompt).
-    """
-
-    prompt_tokens: int = 0
-    decoded_tokens: int = 0
-    forced_tokens: int = 0
-    copied_tokens: int = 0
-    splices: int = 0
-    forward_passes: int = 0
-    draft_tokens: int = 0
-    draft_accepted: int = 0
-    forwards_saved: int = 0
-    constraint_seconds: float = 0.0
-    draft_seconds: float = 0.0
-    forward_seconds: float = 0.0
-    splice_seconds: float = 0.0
-    prefill_seconds: float = 0.0
-    total_seconds: float = 0.0
-    compile_seconds: float = 0.0
-    tokenizer_setup_seconds: float = 0.0
-    stopped_early: bool = False
-    stop_reason: str = ""  # "max_new_tokens", "max_gen_tokens" or "context" when stopped early
-
-    @property
-    def program_tokens(self) -> int:
-        """Tokens the program itself holds (decoded + forced)."""
-        return self.decoded_tokens + self.forced_tokens
-
-
-@dataclass
-class CaDResult:
-    """What one run produced.
-
-    ``document`` is ``None`` when the program is incomplete (``complete`` is False):
-    ``ops`` then holds only the ops that were complete, never a corrupted document.
-    """
-
-    document: str | None
-    program: str
-    ops: list[Op]
-    complete: bool
-    stats: CaDStats
-    alpha: Any = None  # cad_outlines.decoding.alpha.AlphaTrace when trace_alpha=True
-
-
-@dataclass
-class _Forced:
-    """A forced text (program or gold), tokenized one segment at a time.
-
-    A program's segments end at its copy-tag ends, so a forced copy tag ends on a token
-    boundary just as a sampled one does. When the grammar's forced run tokenizes the
-    same bytes differently, the rest of the segment is re-tokenized after it.
-    """
-
-    adapter: Adapter
-    data: bytes
-    cuts: list[int]  # byte offsets where segments end (the last is len(data))
-    pos: int = 0
-    queue: deque = field(default_factory=deque)
-
-    @classmethod
-    def from_text(cls, adapter: Adapter, text: str, segmented: bool) -> "_Forced":
-        cuts = [len(text[:m.end()].encode("utf-8")) for m in syntax.COPY_TAG_RE.finditer(text)] if segmented else []
-        data = text.encode("utf-8")
-        return cls(adapter, data, cuts + [len(data)])
-
-    def next(self) -> int | None:
-        if not self.queue and self.pos < len(self.data):
-            end = next(cut for cut in self.cuts if cut > self.pos)
-            try:
-                segment = self.data[self.pos:end].decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise ForcedProgramError("the grammar's forced run split a character of the program") from err
-            self.queue.extend(self.adapter.encode(segment))
-        return self.queue[0] if self.queue else None
-
-    def consume(self, ids: Sequence[int], data: bytes) -> None:
-        if not self.data.startswith(data, self.pos):
-            raise ForcedProgramError(
-                f"the grammar forced {data!r} where the program continues {self.data[self.pos:self.pos + 40]!r}")
-        self.pos += len(data)
-        if list(self.queue)[:len(ids)] == list(ids):
-            for _ in ids:
-                self.queue.popleft()
-        else:
-            self.queue.clear()
-
-
-class _Draft:
-    """Drafted tokens whose KV entries sit at the end of the cache, not yet verified.
-
-    Each token is held with the logits its forward computed after it. A token the loop
-    appends that equals the next drafted token is kept without a forward: same token,
-    same position, same prefix, hence the same KV entry and the same next logits. At the
-    first token that differs, the rest of the draft is cropped from the cache.
-    """
-
-    def __init__(self, runner: Runner, cache: Any, budget: DraftBudget):
-        self.runner, self.cache, self.budget = runner, cache, budget
-        self.ids: deque[int] = deque()
-        self.logits: deque[torch.Tensor] = deque()
-        self.kind, self.kept = "tag", 0  # the pending draft's source and tokens kept so far
-        # A sliding-window layer (Mistral, Qwen2 with use_sliding_window) drops the
-        # states that leave its window at every update, so once the window is full a
-        # draft could not be cropped from it. Recording keeps them until :meth:`trim`
-        # (attention still sees only the window: the layer's update returns just that).
-        self._windows = [layer for layer in getattr(cache, "layers", ())
-                         if getattr(layer, "is_sliding", False) and hasattr(layer, "activate_past_recording")]
-        for layer in self._windows:
-            layer.activate_past_recording()
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def add(self, ids: Sequence[int], logits: Sequence[torch.Tensor], kind: str) -> None:
-        self.ids.extend(ids)
-        self.logits.extend(logits)
-        self.kind, self.kept = kind, 0
-
-    def verify(self, context: Sequence[int]) -> tuple[list[int], torch.Tensor | None]:
-        """Keep the drafted tokens ``context`` starts with.
-
-        Returns the part of ``context`` still to be forwarded, and the logits after the
-        last kept token (``None`` if none was kept).
-        """
-        kept, after = 0, None
-        while kept < len(context) and self.ids and self.ids[0] == context[kept]:
-            self.ids.popleft()
-            after = self.logits.popleft()
-            kept += 1
-        self.kept += kept
-        if kept < len(context) and self.ids:
-            self.budget.record(self.kind, self.kept, missed=True)
-            self.discard()
-        elif not self.ids and kept:
-            self.budget.record(self.kind, self.kept, missed=False)
-        return list(context[kept:]), after
-
-    def discard(self) -> None:
-        """Crop every unverified drafted token from the cache."""
-        if self.ids:
-            self.runner.crop(self.cache, len(self.ids))
-            self.ids.clear()
-            self.logits.clear()
-
-    def trim(self) -> None:
-        """Drop the recorded states outside each sliding window (no draft may be pending)."""
-        assert not self.ids, "trimming would drop the states a pending draft's crop needs"
-        for layer in self._windows:
-            if layer.get_seq_length() >= layer.sliding_window:
-                layer.crop(0)  # past the window, crop(0) keeps just the window's states
 
 
 #: Options every call accepts (``editor(prompt, temperature=0.7)``); the constructor's
@@ -598,7 +413,7 @@ class CaDGenerator(SteerableGenerator):
         forced = None
         if force_program is not None:
             text = force_program if isinstance(force_program, str) else program.render(force_program)
-            forced = _Forced.from_text(self.adapter, text, segmented=constrained)
+            forced = ForcedText.from_text(self.adapter, text, segmented=constrained)
         trace = _new_trace() if self.trace_alpha else None
         gen_cap = self.max_gen_tokens if constrained and force_program is None else None
         gen_tokens = 0  # tokens chosen in the current gen body
@@ -613,7 +428,7 @@ class CaDGenerator(SteerableGenerator):
         # penalty, as transformers' generate gives it; kept only when the sampler needs it.
         seen = list(prompt_ids) if sampler.needs_context else None
         cache = self.runner.new_cache()
-        draft = (_Draft(self.runner, cache, DraftBudget(self.forward_cost))
+        draft = (PendingDraft(self.runner, cache, DraftBudget(self.forward_cost))
                  if self.draft_tags and constrained else None)
         proposal, kind = self._propose(constraint, stats, len(prompt_ids), draft) if draft is not None else ([], "tag")
         if progress is not None:
@@ -739,7 +554,7 @@ class CaDGenerator(SteerableGenerator):
                 "too long for this model; split it or use a model with a longer context")
 
     def _forward_drafted(self, context: Sequence[int], proposal: list[int], kind: DraftKind,
-                         cache: Any, draft: _Draft | None) -> torch.Tensor:
+                         cache: Any, draft: PendingDraft | None) -> torch.Tensor:
         """ONE forward over ``context`` + ``proposal``; the logits after ``context``.
 
         The drafted tokens and the logits after each of them go to ``draft`` (``kind``:
@@ -762,7 +577,7 @@ class CaDGenerator(SteerableGenerator):
         return Drafter([self.adapter.decode([t]) for t in self._doc_ids], "tokens", lookup=self.draft_lookup)
 
     def _propose(self, constraint: ProgramConstraint, stats: CaDStats, width: int,
-                 draft: _Draft) -> tuple[list[int], DraftKind]:
+                 draft: PendingDraft) -> tuple[list[int], DraftKind]:
         """Ids of the drafter's guess of what follows, cut where the grammar rejects it
         and where the rest would not pay for the width it adds to a forward of ``width``;
         and the kind of guess it was."""

@@ -53,8 +53,8 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 from ..language import program, syntax
 from ..adapters import Adapter, get_adapter, load_tokenizer
 from ..decoding.constraint import ProgramConstraint, compile_tokenizer_grammar
-from ..decoding.generator import (CaDResult, CaDStats, ForcedProgramError, IncompleteProgramError,
-                                  _Forced)
+from ..decoding.forcing import ForcedText
+from ..decoding.results import CaDResult, CaDStats, ForcedProgramError, IncompleteProgramError
 from ..language.grammar import Granularity
 from ..language.program import Copy, CopyTokens, Op
 from ..language.resolver import resolve
@@ -567,8 +567,8 @@ def _per_edit(values: Sequence[Any] | None, edits: Sequence[Any], what: str) -> 
 
 def _forced_ids(adapter: Adapter, text: str) -> list[int]:
     """The ids a forced program is decoded as: segment by segment, each ending at a copy
-    tag's end, exactly as the transformers loop tokenizes it (``generator._Forced``)."""
-    forced = _Forced.from_text(adapter, text, segmented=True)
+    tag's end, exactly as the transformers loop tokenizes it (:class:`~cad_outlines.decoding.forcing.ForcedText`)."""
+    forced = ForcedText.from_text(adapter, text, segmented=True)
     ids: list[int] = []
     while (token := forced.next()) is not None:
         forced.consume([token], adapter.token_bytes(token))

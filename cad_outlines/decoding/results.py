@@ -1,0 +1,96 @@
+"""What a decode produces: :class:`CaDResult`, its :class:`CaDStats`, and the loop's errors.
+
+Shared by every engine (the transformers loop, the vLLM driver) and by the SFT builder,
+so that a result means the same thing whichever produced it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..errors import InputError, ModelOutputError
+from ..language.program import Op
+
+__all__ = ["CaDResult", "CaDStats", "ContextLengthError", "ForcedProgramError", "IncompleteProgramError",
+           "ProgressCallback"]
+
+
+class IncompleteProgramError(ModelOutputError, RuntimeError):
+    """The token budget ran out before ``</program>``; ``.result`` holds the complete ops."""
+
+    def __init__(self, result: "CaDResult"):
+        self.result = result
+        super().__init__(
+            f"max_new_tokens ran out after {len(result.ops)} complete op(s); "
+            "no edited document was produced (raise max_new_tokens)")
+
+
+class ForcedProgramError(InputError):
+    """A forced program that the document's constraint rejects."""
+
+
+class ContextLengthError(InputError):
+    """A prompt that does not fit the model's context (``max_position_embeddings``)."""
+
+
+@dataclass
+class CaDStats:
+    """Counts and wall-clock of one run.
+
+    ``decoded_tokens`` were chosen by a decode step each, ``forced_tokens`` were
+    fast-forwarded (grammar-forced), ``copied_tokens`` were spliced. Forward passes
+    include the prompt prefill. Drafting: ``draft_tokens`` were proposed (appended to a
+    forward), ``draft_accepted`` of them were kept (chosen, forced or spliced exactly as
+    drafted), and ``forwards_saved`` decode steps needed no forward because all they
+    appended was already in the cache; for a finished program
+    ``forward_passes + forwards_saved == decoded_tokens``. Seconds: ``constraint`` (mask,
+    advance, forced runs), ``draft`` (predicting, encoding and validating drafts),
+    ``forward`` (decode and forced-run forwards, incl. the device sync), ``splice``
+    (forwards that carried a copy span), ``prefill`` (the prompt).
+    """
+
+    prompt_tokens: int = 0
+    decoded_tokens: int = 0
+    forced_tokens: int = 0
+    copied_tokens: int = 0
+    splices: int = 0
+    forward_passes: int = 0
+    draft_tokens: int = 0
+    draft_accepted: int = 0
+    forwards_saved: int = 0
+    constraint_seconds: float = 0.0
+    draft_seconds: float = 0.0
+    forward_seconds: float = 0.0
+    splice_seconds: float = 0.0
+    prefill_seconds: float = 0.0
+    total_seconds: float = 0.0
+    compile_seconds: float = 0.0
+    tokenizer_setup_seconds: float = 0.0
+    stopped_early: bool = False
+    stop_reason: str = ""  # "max_new_tokens", "max_gen_tokens" or "context" when stopped early
+
+    @property
+    def program_tokens(self) -> int:
+        """Tokens the program itself holds (decoded + forced)."""
+        return self.decoded_tokens + self.forced_tokens
+
+
+@dataclass
+class CaDResult:
+    """What one run produced.
+
+    ``document`` is ``None`` when the program is incomplete (``complete`` is False):
+    ``ops`` then holds only the ops that were complete, never a corrupted document.
+    """
+
+    document: str | None
+    program: str
+    ops: list[Op]
+    complete: bool
+    stats: CaDStats
+    alpha: Any = None  # cad_outlines.decoding.alpha.AlphaTrace when trace_alpha=True
+
+
+#: A progress display: called with the live stats (see :meth:`CaDGenerator.run`).
+ProgressCallback = Callable[["CaDStats"], None]
