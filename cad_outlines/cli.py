@@ -375,7 +375,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
                     "every --checkpoint-every steps; run the same command again to resume. "
                     "See docs/learn.md for the shipped adapters' command.")
     p.add_argument("--corpus", nargs="+", required=True, metavar="CORPUS.jsonl",
-                   help="corpora of real commits (../shared/corpora/commits_*.jsonl)")
+                   help="corpora of real commits (commits_*.jsonl: id, doc, gold, instruction, source, path)")
     p.add_argument("--layout", choices=["cad", "regen"], default="cad", help="what the model learns to write")
     p.add_argument("--base", default="smollm2-135m-base", metavar="PRESET", help="the real-weight preset to tune")
     p.add_argument("--cases", type=positive, default=600, metavar="N", help="edits in the training mix")

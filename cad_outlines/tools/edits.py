@@ -3,7 +3,7 @@
 A 135M-parameter model cannot be taught to edit whole 400-line files on a CPU in an hour
 (a row costs ~9 CPU-seconds per 1,000 tokens under LoRA), so each case is a *window* of
 a real file (:data:`MIN_LINES`..:data:`MAX_LINES` consecutive lines of a document of
-``../shared/corpora/commits_*.jsonl``) with one edit on it:
+the project's commit corpora, ``commits_*.jsonl``) with one edit on it:
 
 ========================  ===============================================================
 kind                      instruction (``k``, ``m``: line numbers of the numbered view)
