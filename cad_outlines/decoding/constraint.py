@@ -207,12 +207,6 @@ class CopyIndices:
         return bool(counts[b - self.lo + 1] - counts[a - self.lo] > 0)
 
 
-def _opens_copy(text: str) -> bool:
-    """Whether ``text`` (after the last op) has begun a copy tag rather than another tag."""
-    k = min(len(text), len(syntax.COPY_PREFIX))
-    return k >= 2 and text[:k] == syntax.COPY_PREFIX[:k]
-
-
 def _counts(flags: Sequence[bool] | None, size: int) -> np.ndarray | None:
     """Prefix counts of ``flags`` (``None`` stays ``None``: every index is valid)."""
     if flags is None:
@@ -452,7 +446,8 @@ class ProgramConstraint:
             # No copy may start after the last one: refuse the tokens that begin a copy tag.
             pending = self.pending
             for tid in np.flatnonzero(self._buffer).tolist():
-                if _opens_copy(pending + self._piece(tid)):
+                # COPY_PREFIX is the shortest text that tells a copy tag from the other ops
+                if (pending + self._piece(tid)).startswith(syntax.COPY_PREFIX):
                     self._buffer[tid] = 0
         return allowed
 
@@ -579,7 +574,7 @@ class ProgramConstraint:
                     f"token {int(tid)} rejected by the program grammar after "
                     f"{self.text[-60:]!r}: {self.matcher.get_error()}")
             self.text += self._decoder.decode(self.piece_bytes(tid))
-        if self.text.startswith(syntax.GEN_OPEN, self._op_end):
+        if self.in_gen:
             # Inside a gen body only a </gen> in the new text can end the op: look there
             # alone, so a step costs the same at any body length.
             tail = max(self._op_end + len(syntax.GEN_OPEN), old_length - len(syntax.GEN_CLOSE) + 1)

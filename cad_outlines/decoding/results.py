@@ -17,13 +17,17 @@ __all__ = ["CaDResult", "CaDStats", "ContextLengthError", "ForcedProgramError", 
 
 
 class IncompleteProgramError(ModelOutputError, RuntimeError):
-    """The token budget ran out before ``</program>``; ``.result`` holds the complete ops."""
+    """The run stopped before ``</program>`` (``result.stats.stop_reason`` says why: the
+    token budget, the gen cap or the model's context); ``.result`` holds the complete ops."""
+
+    _WHY = {"max_gen_tokens": "a gen body reached max_gen_tokens",
+            "context": "the model's context (max_position_embeddings) ran out"}
 
     def __init__(self, result: "CaDResult"):
         self.result = result
-        super().__init__(
-            f"max_new_tokens ran out after {len(result.ops)} complete op(s); "
-            "no edited document was produced (raise max_new_tokens)")
+        why = self._WHY.get(result.stats.stop_reason, "max_new_tokens ran out")
+        super().__init__(f"{why} after {len(result.ops)} complete op(s); no edited document was produced"
+                         + (" (raise max_new_tokens)" if why.startswith("max_new") else ""))
 
 
 class ForcedProgramError(InputError):
