@@ -281,7 +281,6 @@ def _add_ceiling(sub: argparse._SubParsersAction) -> None:
 
 def _run_ceiling(args: argparse.Namespace) -> int:
     import json
-    import os
 
     from cad_outlines.tools.ceiling import ceiling, format_table, load_tokenization
     from cad_outlines.files import atomic_write
@@ -393,8 +392,6 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_train(args: argparse.Namespace) -> int:
-    import os
-
     from cad_outlines.tools.presets import REAL_PRESETS
     from cad_outlines.tools.train import TrainConfig, train_from_corpora
 
@@ -627,8 +624,6 @@ def _run_edit_vllm(args: argparse.Namespace, documents: dict[str, str], instruct
                    forced: str | None) -> int:
     """All files as concurrent edits on one vLLM engine; output as on the transformers path."""
     import json
-    import os
-
     from cad_outlines.decoding.progress import wants_progress
     from cad_outlines.language.resolver import ResolveError
 
