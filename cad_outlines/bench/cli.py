@@ -57,8 +57,44 @@ def _add_bench_dccd(bench: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of data, weights and sampling")
     p.add_argument("--tiny", action="store_true",
                    help="CI-sized run (well under a minute): small model, few steps")
+    real = p.add_argument_group(
+        "real weights", "--preset runs the pretrained model on structured tasks with known "
+        "answers instead of the model trained here (docs/dccd.md)")
+    real.add_argument("--preset", metavar="NAME", default=None,
+                      help="a real-weight preset, e.g. smollm2-135m-base (the released weights)")
+    real.add_argument("--task", default="arith,extract", metavar="T1,T2",
+                      help="tasks to run: arith, extract (default: both)")
+    real.add_argument("--items", type=positive, default=200, metavar="N",
+                      help="items per task (default: 200)")
+    real.add_argument("--jobs", type=positive, default=1, metavar="N",
+                      help="run the tasks in N worker processes at once")
+    real.add_argument("--markdown", metavar="OUT.md", help="also write the tables here (atomically)")
+    real.add_argument("-o", "--output", metavar="OUT.json", help="also write the JSON here (atomically)")
     p.add_argument("--json", action="store_true", help="print every measurement as JSON")
     p.set_defaults(func=_run_bench_dccd)
+
+
+def _run_bench_dccd_real(args: argparse.Namespace) -> int:
+    from cad_outlines.bench.dccd_real import TASKS, RealDCCDConfig, format_real_table, run_real
+    from cad_outlines.files import atomic_write
+    from cad_outlines.tools.presets import REAL_PRESETS
+
+    for flag, value in (("--steps", args.steps), ("--eval", args.eval_questions), ("--tiny", args.tiny or None)):
+        if value is not None:
+            raise UsageError(f"{flag} belongs to the trained-here bench; with --preset use --items")
+    if args.preset not in REAL_PRESETS:
+        raise UsageError(f"--preset must be a real-weight preset ({', '.join(REAL_PRESETS)}), "
+                         f"got {args.preset!r}")
+    cfg = RealDCCDConfig(preset=args.preset, tasks=_names("--task", args.task, TASKS), items=args.items,
+                         seed=args.seed)
+    if args.k is not None:
+        cfg.ks = tuple(_int_list("--k", args.k, minimum=1))
+    report = run_real(cfg, jobs=args.jobs)
+    table = format_real_table(report)
+    if args.markdown:
+        atomic_write(args.markdown, table + "\n")
+    _emit(args, report, table)
+    return 0
 
 
 def _run_bench_dccd(args: argparse.Namespace) -> int:
@@ -66,6 +102,13 @@ def _run_bench_dccd(args: argparse.Namespace) -> int:
 
     from cad_outlines.bench.dccd import BenchConfig, format_table, run
 
+    if args.preset is not None:
+        return _run_bench_dccd_real(args)
+    for flag, value in (("--task", args.task != "arith,extract" or None), ("--items", args.items != 200 or None),
+                        ("--jobs", args.jobs != 1 or None), ("--markdown", args.markdown),
+                        ("--output", args.output)):
+        if value is not None:
+            raise UsageError(f"{flag} needs --preset (the real-weights bench)")
     overrides: dict = {"seed": args.seed}
     if args.steps is not None:
         if args.steps < 1:

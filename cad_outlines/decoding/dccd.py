@@ -88,6 +88,8 @@ class Candidate:
         The emitted ids, end-of-sequence excluded.
     score
         The selector's score (filled by :func:`select`).
+    draft_tokens
+        Tokens the drafter generated for ``draft`` (0 for plain CD and for drafts passed in).
     """
 
     draft: str | None
@@ -99,6 +101,7 @@ class Candidate:
     token_ids: list[int]
     parse_error: str | None = None
     score: float = math.nan
+    draft_tokens: int = 0
 
     def to_dict(self) -> dict:
         """Plain-JSON view (``value`` as JSON when it can be, else its ``repr``)."""
@@ -517,6 +520,7 @@ class DraftConditionedGenerator(SteerableGenerator):
         drafts: Sequence[str] | None = None,
         seed: int | None = None,
         selector: Selector | None = None,
+        draft_prompt: str | None = None,
     ) -> DCCDResult:
         """Draft, project and select; return the chosen output with every candidate.
 
@@ -534,6 +538,10 @@ class DraftConditionedGenerator(SteerableGenerator):
             the same seed reproduces the same result.
         selector
             Overrides the generator's selector.
+        draft_prompt
+            What the drafts are sampled from (default: ``prompt``). Leaving the format
+            request out of it lets the model answer in its own words; the projection
+            still sees ``prompt``.
         """
         if not isinstance(prompt, str):
             raise TypeError(f"DCCD prompts must be strings, got {type(prompt).__name__}")
@@ -549,12 +557,19 @@ class DraftConditionedGenerator(SteerableGenerator):
                 raise ValueError(f"k must be >= 0, got {k}")
             if k == 0:
                 return self._plain_cd(prompt, generator)
-            drafts = self.draft(prompt, k, generator)
+            if draft_prompt is not None and not isinstance(draft_prompt, str):
+                raise TypeError(f"draft_prompt must be a string, got {type(draft_prompt).__name__}")
+            drafts, lengths = self.draft_with_lengths(
+                prompt if draft_prompt is None else draft_prompt, k, generator)
         elif not drafts:
             raise ValueError("drafts is empty; pass k=0 for plain constrained decoding")
+        else:
+            lengths = [0] * len(drafts)
         projection_prompts = [
             self.projection_template.format(prompt=prompt, draft=d) for d in drafts]
         candidates = self._project(projection_prompts, list(drafts), generator)
+        for cand, n in zip(candidates, lengths):
+            cand.draft_tokens = n
         index = select(candidates, selector, prompt)
         name = selector if isinstance(selector, str) else getattr(selector, "__name__", "verifier")
         return DCCDResult(candidates[index].text, candidates[index].value, index,
@@ -566,6 +581,11 @@ class DraftConditionedGenerator(SteerableGenerator):
 
     def draft(self, prompt: str, k: int, generator: torch.Generator) -> list[str]:
         """Sample ``k`` unconstrained drafts from the drafter in one batched decode."""
+        return self.draft_with_lengths(prompt, k, generator)[0]
+
+    def draft_with_lengths(self, prompt: str, k: int,
+                           generator: torch.Generator) -> tuple[list[str], list[int]]:
+        """:meth:`draft`, with the number of tokens each draft took (stop id excluded)."""
         m = self.drafter
         ids = _encode(m, prompt)
         tok = m.hf_tokenizer
@@ -577,7 +597,8 @@ class DraftConditionedGenerator(SteerableGenerator):
         _decode(self.draft_runner, rows, pad_id=_pad_id(tok), stop_ids=frozenset(stop),
                 max_new_tokens=self.draft_max_tokens, temperature=self.draft_temperature,
                 generator=generator)
-        return [tok.decode(r.out_ids, skip_special_tokens=True) for r in rows]
+        return ([tok.decode(r.out_ids, skip_special_tokens=True) for r in rows],
+                [len(r.out_ids) for r in rows])
 
     def _plain_cd(self, prompt: str, generator: torch.Generator) -> DCCDResult:
         candidates = self._project([prompt], [None], generator)
