@@ -12,7 +12,6 @@ printed.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import os
 import sys
@@ -546,10 +545,9 @@ def _add_edit(sub: argparse._SubParsersAction) -> None:
 def _run_edit(args: argparse.Namespace) -> int:
     import json
 
+    from cad_outlines.decoding.progress import wants_progress
     from cad_outlines.files import read_text
-    from cad_outlines.decoding.generator import CaDGenerator
-    from cad_outlines.decoding.progress import DecodeProgress, wants_progress
-    from cad_outlines.language.resolver import ResolveError
+    from cad_outlines.tools import edit
 
     if args.output and len(args.files) > 1:
         raise UsageError(f"-o takes one FILE, got {len(args.files)}; use --in-place for several")
@@ -560,187 +558,90 @@ def _run_edit(args: argparse.Namespace) -> int:
         raise UsageError("--max-model-len and --kv-cache-gib are for --engine vllm")
     if args.kv_cache_gib is not None and not args.kv_cache_gib > 0:
         raise UsageError(f"--kv-cache-gib must be > 0, got {args.kv_cache_gib}")
-    instruction = sys.stdin.read() if args.instruction == "-" else args.instruction
-    if not instruction.strip():
+    if args.engine == "vllm" and args.forward_cost:
+        raise UsageError("--forward-cost is for --engine transformers (vLLM drafts nothing)")
+    instruction = (sys.stdin.read() if args.instruction == "-" else args.instruction).strip()
+    if not instruction:
         raise UsageError("the instruction is empty")
     documents = {name: read_text(name) for name in args.files}  # every file readable first
     forced = read_text(args.force_program) if args.force_program else None
     if forced is not None:
-        _check_forced(args.force_program, forced, documents, args.granularity)
-    if args.engine == "vllm" and args.forward_cost:
-        raise UsageError("--forward-cost is for --engine transformers (vLLM drafts nothing)")
-    forward_cost = _forward_cost(args.forward_cost) if args.forward_cost else None
-    if args.engine == "vllm":
-        return _run_edit_vllm(args, documents, instruction.strip(), forced)
-    model = _load_edit_model(args)
+        edit.check_forced(args.force_program, forced, documents, args.granularity)
+    options = edit.EditOptions(
+        granularity=args.granularity, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+        top_p=args.top_p, seed=args.seed, allow_deletion=args.allow_deletion,
+        forward_cost=edit.load_forward_cost(args.forward_cost) if args.forward_cost else None)
     show = wants_progress(args.quiet)
+    if args.engine == "vllm":
+        outcomes: Any = edit.edit_with_vllm(args.model, documents, instruction, options, forced=forced,
+                                            engine_args=_vllm_engine_args(args), progress=show,
+                                            status=lambda m: _status(args, m))
+    else:
+        model = _load_edit_model(args)
+        outcomes = edit.edit_with_transformers(model, documents, instruction, options, forced=forced,
+                                               progress=show)
     records, status = [], EXIT_OK
-    for name, document in documents.items():
-        generator = CaDGenerator(model, document, granularity=args.granularity,
-                                 max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                                 top_p=args.top_p, seed=args.seed, forward_cost=forward_cost)
-        with DecodeProgress(name, args.max_new_tokens, enabled=show) as bar:
-            try:
-                result = generator.run(instruction.strip(), force_program=forced, progress=bar)
-            except ResolveError as err:  # a complete program whose copies do not resolve
-                _fail(f"{name}: the model's program does not resolve: {err}; nothing was written")
-                status = EXIT_MODEL
-                continue
-        status = max(status, _emit_edit(args, name, document, result, records))
+    for outcome in outcomes:
+        status = max(status, _emit_edit(args, outcome))
+        records.append(outcome.record())
     if args.json:
         print(json.dumps(records, indent=2, ensure_ascii=False))
     return status
 
 
-def _check_forced(path: str, text: str, documents: dict[str, str], granularity: str) -> None:
-    """A forced program parses and (line programs) fits every document, before the model loads."""
-    from cad_outlines.language.program import ProgramParseError, parse
-    from cad_outlines.language.resolver import ResolveError, resolve
+def _load_edit_model(args: argparse.Namespace) -> Any:
+    from cad_outlines.tools.edit import load_model
 
-    try:
-        ops = parse(text, granularity)
-    except ProgramParseError as err:
-        raise UsageError(f"--force-program {path}: {err}") from None
-    if granularity == "lines":  # token programs need the model's tokenizer: checked by the loop
-        for name, document in documents.items():
-            try:
-                resolve(ops, document, "strict")
-            except ResolveError as err:
-                raise UsageError(f"--force-program {path} on {name}: {err}") from None
+    return load_model(preset=args.preset, model=args.model, device=args.device, dtype=args.dtype,
+                      status=lambda m: _status(args, m))
 
 
-def _forward_cost(path: str) -> Any:
-    """``--forward-cost``: a cost curve file, or a usage error naming what is wrong."""
-    from cad_outlines.decoding.drafting import ForwardCost
-
-    try:
-        return ForwardCost.load(path)
-    except (KeyError, TypeError, ValueError) as err:
-        raise UsageError(f"--forward-cost {path}: not a bench kernel record or a saved ForwardCost "
-                         f"({type(err).__name__}: {err})") from None
-
-
-def _run_edit_vllm(args: argparse.Namespace, documents: dict[str, str], instruction: str,
-                   forced: str | None) -> int:
-    """All files as concurrent edits on one vLLM engine; output as on the transformers path."""
-    import json
-    from cad_outlines.decoding.progress import wants_progress
-    from cad_outlines.language.resolver import ResolveError
-
-    if not os.path.isdir(args.model):
-        raise UsageError(f"--model {args.model}: directory does not exist (pass a local folder "
-                         "vLLM can load; nothing is downloaded)")
+def _vllm_engine_args(args: argparse.Namespace) -> dict[str, Any]:
     if not args.verbose:  # vLLM's start-up log would bury the progress bar and the summary
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING" if not args.quiet else "ERROR")
-    try:
-        from cad_outlines.engines import vllm as cad_vllm
-    except ImportError as err:  # vLLM is optional; its message names the extra to install
-        raise UsageError(str(err)) from None
     engine_args: dict[str, Any] = {"dtype": args.dtype}
     if args.max_model_len:
         engine_args["max_model_len"] = args.max_model_len
     if args.kv_cache_gib is not None:
         engine_args["kv_cache_memory_bytes"] = int(args.kv_cache_gib * (1 << 30))
-    _status(args, f"loading {args.model} on vLLM ...")
-    try:
-        llm = cad_vllm.load(args.model, **engine_args)
-    except (OSError, ValueError) as err:  # vLLM's errors for a folder or settings it cannot use
-        # vLLM validates its config with pydantic: the first error's message says what is wrong.
-        details = err.errors() if callable(getattr(err, "errors", None)) else None
-        message = details[0].get("msg", str(err)) if details else str(err)
-        raise UsageError(f"--model {args.model}: vLLM cannot start on this folder: "
-                         f"{message.strip().splitlines()[0]}") from None
-    try:
-        # Per-request seeds have crashed vLLM's CPU engine under concurrency
-        # (docs/serving.md): seed only when sampling.
-        editor = cad_vllm.VLLMEditor(llm, granularity=args.granularity, max_new_tokens=args.max_new_tokens,
-                                     temperature=args.temperature, top_p=args.top_p,
-                                     seed=args.seed if args.temperature > 0 else None)
-        try:
-            results = cad_vllm.edit_many(editor, [(document, instruction) for document in documents.values()],
-                                         force_programs=[forced] * len(documents),
-                                         progress=wants_progress(args.quiet))
-        except ResolveError as err:  # a complete program whose copies do not resolve
-            _fail(f"the model's program does not resolve: {err}; nothing was written")
-            return EXIT_MODEL
-    finally:
-        llm.llm_engine.engine_core.shutdown()
-    records: list[dict[str, Any]] = []
-    status = EXIT_OK
-    for (name, document), result in zip(documents.items(), results):
-        status = max(status, _emit_edit(args, name, document, result, records))
-    if args.json:
-        print(json.dumps(records, indent=2, ensure_ascii=False))
-    return status
+    return engine_args
 
 
-def _emit_edit(args: argparse.Namespace, name: str, document: str, result: Any,
-               records: list[dict[str, Any]]) -> int:
-    """Report one file's result (program, summary, diff or record) and write it where asked.
+def _emit_edit(args: argparse.Namespace, outcome: Any) -> int:
+    """Print one file's program, summary and diff, and write it where asked.
 
     Returns the file's exit status: :data:`EXIT_OK`, or :data:`EXIT_MODEL` when the
-    program is unfinished or the edit is refused.
+    program is unfinished or does not resolve, or the edit is refused.
     """
-    from cad_outlines.tools.diffs import line_summary, patch_header, patch_note, unified_diff
     from cad_outlines.files import atomic_write
+    from cad_outlines.tools.diffs import patch_header, patch_note, unified_diff
 
-    if not args.quiet:
+    result, name = outcome.result, outcome.name
+    if result is not None and not args.quiet:
         print(result.program, file=sys.stderr)
-    stats = result.stats
-    if args.verbose:
+    if result is not None and args.verbose:
+        stats = result.stats
         print(f"{name}: {stats.prompt_tokens} prompt, {stats.decoded_tokens} decoded, "
               f"{stats.forced_tokens} forced, {stats.copied_tokens} copied tokens; "
               f"{stats.forward_passes} forward passes; {stats.total_seconds:.2f} s", file=sys.stderr)
-    record = {"file": name, "complete": result.complete, "program": result.program,
-              "ops": [_op_record(op) for op in result.ops], "stats": dataclasses.asdict(stats),
-              "document": result.document, "summary": None, "written": None}
-    records.append(record)
-    if result.document is None:
-        why = ("the model's context (max_position_embeddings) ran out" if stats.stop_reason == "context"
-               else f"it was not finished within --max-new-tokens {args.max_new_tokens}")
-        _fail(f"{name}: {why} ({len(result.ops)} complete op(s)); nothing was written")
-        return EXIT_MODEL
-    summary = record["summary"] = line_summary(document, result.document)
-    if not args.quiet:
+    summary = outcome.summary
+    if summary is not None and not args.quiet:
         print(f"{name}: {summary['kept']} lines kept, {summary['added']} added, "
               f"{summary['removed']} removed", file=sys.stderr)
-    kept_lines = summary["kept"] + summary["added"]
-    original_lines = summary["kept"] + summary["removed"]
-    if original_lines and kept_lines * 2 < original_lines and not args.allow_deletion:
-        _fail(f"{name}: the edit would leave {kept_lines} of {original_lines} lines; nothing was "
-              "written (pass --allow-deletion to accept it)")
+    if not outcome.ok:
+        _fail(outcome.error)
         return EXIT_MODEL
     target = args.output or (name if args.in_place else None)
     if target is not None:
         atomic_write(target, result.document)
-        record["written"] = target
+        outcome.written = target
     if not args.json:
         note = patch_note(name)
         if note:
             _status(args, f"note: {note}")
-        _write_stdout(unified_diff(document, result.document, patch_header("a", name),
+        _write_stdout(unified_diff(outcome.document, result.document, patch_header("a", name),
                                    patch_header("b", args.output or name)))
     return EXIT_OK
-
-
-def _load_edit_model(args: argparse.Namespace) -> Any:
-    from cad_outlines.tools import models
-
-    if args.preset:
-        _status(args, f"loading preset {args.preset} ...")
-        return models.load(args.preset, device=args.device, dtype=args.dtype)
-    if args.model.endswith(".gguf") and os.path.isfile(args.model):
-        _status(args, f"loading {args.model} (converted once to a cached folder, ~30 s the first time) ...")
-    elif not os.path.isdir(args.model):
-        raise UsageError(f"--model {args.model}: directory does not exist (pass a local folder holding "
-                         "config.json, the weights and the tokenizer, or a .gguf file; nothing is downloaded)")
-    else:
-        _status(args, f"loading {args.model} ...")
-    return models.load_folder(args.model, device=args.device, dtype=args.dtype)
-
-
-def _op_record(op: Any) -> dict[str, Any]:
-    return {"op": type(op).__name__.lower(), **dataclasses.asdict(op)}
 
 
 _COMMANDS.append(_add_edit)

@@ -1,0 +1,201 @@
+"""The edit workflow behind ``cad-outlines edit``, for both engines.
+
+Load the model, decode every file (one after the other on transformers, all at once on
+vLLM), then judge each result the same way: unfinished, refused by the deletion guard,
+or ready to write. The command line only parses arguments and prints what comes back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from ..errors import InputError
+from .diffs import line_summary
+
+__all__ = ["EditOptions", "EditOutcome", "check_forced", "edit_with_transformers", "edit_with_vllm",
+           "judge", "load_forward_cost", "load_model"]
+
+Status = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class EditOptions:
+    """What every file of one ``edit`` run is decoded with."""
+
+    granularity: str = "lines"
+    max_new_tokens: int = 2048
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    forward_cost: Any = None  # a ForwardCost (transformers only): drafts cut to what pays
+    allow_deletion: bool = False  # accept an edit that leaves under half the lines
+
+
+@dataclass
+class EditOutcome:
+    """One file's result and the verdict on it.
+
+    ``error`` says why nothing may be written (the program is unfinished or does not
+    resolve, or the deletion guard refused it); ``None`` means ``result.document`` is the
+    edited file.
+    """
+
+    name: str
+    document: str
+    result: Any  # CaDResult, or None when the program did not resolve
+    error: str | None = None
+    summary: dict[str, int] | None = None
+    written: str | None = field(default=None)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def record(self) -> dict[str, Any]:
+        """The ``--json`` record: file, program, ops, stats, edited document, summary."""
+        r = self.result
+        return {"file": self.name, "complete": bool(r and r.complete), "program": r.program if r else None,
+                "ops": [_op_record(op) for op in r.ops] if r else [],
+                "stats": dataclasses.asdict(r.stats) if r else None,
+                "document": r.document if r else None, "summary": self.summary,
+                "written": self.written, "error": self.error}
+
+
+def _op_record(op: Any) -> dict[str, Any]:
+    return {"op": type(op).__name__.lower(), **dataclasses.asdict(op)}
+
+
+def judge(name: str, document: str, result: Any, options: EditOptions) -> EditOutcome:
+    """The verdict on one file's result: unfinished, refused as a deletion, or writable."""
+    stats = result.stats
+    if result.document is None:
+        why = ("the model's context (max_position_embeddings) ran out" if stats.stop_reason == "context"
+               else f"it was not finished within --max-new-tokens {options.max_new_tokens}")
+        return EditOutcome(name, document, result,
+                           f"{name}: {why} ({len(result.ops)} complete op(s)); nothing was written")
+    summary = line_summary(document, result.document)
+    kept_lines = summary["kept"] + summary["added"]
+    original_lines = summary["kept"] + summary["removed"]
+    if original_lines and kept_lines * 2 < original_lines and not options.allow_deletion:
+        return EditOutcome(name, document, result,
+                           f"{name}: the edit would leave {kept_lines} of {original_lines} lines; nothing "
+                           "was written (pass --allow-deletion to accept it)", summary)
+    return EditOutcome(name, document, result, None, summary)
+
+
+def check_forced(path: str, text: str, documents: dict[str, str], granularity: str) -> None:
+    """A forced program parses and (line programs) fits every document, before the model loads."""
+    from ..language.program import ProgramParseError, parse
+    from ..language.resolver import ResolveError, resolve
+
+    try:
+        ops = parse(text, granularity)
+    except ProgramParseError as err:
+        raise InputError(f"--force-program {path}: {err}") from None
+    if granularity == "lines":  # token programs need the model's tokenizer: checked by the loop
+        for name, document in documents.items():
+            try:
+                resolve(ops, document, "strict")
+            except ResolveError as err:
+                raise InputError(f"--force-program {path} on {name}: {err}") from None
+
+
+def load_forward_cost(path: str) -> Any:
+    """A cost curve file (``bench kernel`` record or saved ``ForwardCost``), or an input error."""
+    from ..decoding.drafting import ForwardCost
+
+    try:
+        return ForwardCost.load(path)
+    except (KeyError, TypeError, ValueError) as err:
+        raise InputError(f"--forward-cost {path}: not a bench kernel record or a saved ForwardCost "
+                         f"({type(err).__name__}: {err})") from None
+
+
+def load_model(*, preset: str | None, model: str | None, device: str = "cpu", dtype: str = "float32",
+               status: Status = _quiet) -> Any:
+    """The Outlines model of a preset, a local folder or a ``.gguf`` file."""
+    from . import models
+
+    if preset:
+        status(f"loading preset {preset} ...")
+        return models.load(preset, device=device, dtype=dtype)
+    assert model is not None
+    if model.endswith(".gguf") and os.path.isfile(model):
+        status(f"loading {model} (converted once to a cached folder, ~30 s the first time) ...")
+    elif not os.path.isdir(model):
+        raise InputError(f"--model {model}: directory does not exist (pass a local folder holding "
+                         "config.json, the weights and the tokenizer, or a .gguf file; nothing is downloaded)")
+    else:
+        status(f"loading {model} ...")
+    return models.load_folder(model, device=device, dtype=dtype)
+
+
+def edit_with_transformers(model: Any, documents: dict[str, str], instruction: str, options: EditOptions, *,
+                           forced: str | None = None, progress: bool = False) -> Iterator[EditOutcome]:
+    """Decode each file in turn with :class:`CaDGenerator`; yield each verdict as it is reached."""
+    from ..decoding.generator import CaDGenerator
+    from ..decoding.progress import DecodeProgress
+    from ..language.resolver import ResolveError
+
+    for name, document in documents.items():
+        generator = CaDGenerator(model, document, granularity=options.granularity,
+                                 max_new_tokens=options.max_new_tokens, temperature=options.temperature,
+                                 top_p=options.top_p, seed=options.seed, forward_cost=options.forward_cost)
+        with DecodeProgress(name, options.max_new_tokens, enabled=progress) as bar:
+            try:
+                result = generator.run(instruction, force_program=forced, progress=bar)
+            except ResolveError as err:  # a complete program whose copies do not resolve
+                yield EditOutcome(name, document, None,
+                                  f"{name}: the model's program does not resolve: {err}; nothing was written")
+                continue
+        yield judge(name, document, result, options)
+
+
+def edit_with_vllm(model_dir: str, documents: dict[str, str], instruction: str, options: EditOptions, *,
+                   forced: str | None = None, engine_args: dict[str, Any] | None = None,
+                   progress: bool = False, status: Status = _quiet) -> list[EditOutcome]:
+    """All files as concurrent edits on one vLLM engine, started and shut down here."""
+    from ..language.resolver import ResolveError
+
+    if not os.path.isdir(model_dir):
+        raise InputError(f"--model {model_dir}: directory does not exist (pass a local folder "
+                         "vLLM can load; nothing is downloaded)")
+    if options.forward_cost is not None:
+        raise InputError("--forward-cost is for --engine transformers (vLLM drafts nothing)")
+    try:
+        from ..engines import vllm as cad_vllm
+    except ImportError as err:  # vLLM is optional; its message names the extra to install
+        raise InputError(str(err)) from None
+    status(f"loading {model_dir} on vLLM ...")
+    try:
+        llm = cad_vllm.load(model_dir, **(engine_args or {}))
+    except (OSError, ValueError) as err:  # vLLM's errors for a folder or settings it cannot use
+        # vLLM validates its config with pydantic: the first error's message says what is wrong.
+        details = err.errors() if callable(getattr(err, "errors", None)) else None
+        message = details[0].get("msg", str(err)) if details else str(err)
+        raise InputError(f"--model {model_dir}: vLLM cannot start on this folder: "
+                         f"{message.strip().splitlines()[0]}") from None
+    try:
+        # Per-request seeds have crashed vLLM's CPU engine under concurrency
+        # (docs/serving.md): seed only when sampling.
+        editor = cad_vllm.VLLMEditor(llm, granularity=options.granularity, max_new_tokens=options.max_new_tokens,
+                                     temperature=options.temperature, top_p=options.top_p,
+                                     seed=options.seed if options.temperature > 0 else None)
+        try:
+            results = cad_vllm.edit_many(editor, [(document, instruction) for document in documents.values()],
+                                         force_programs=[forced] * len(documents), progress=progress)
+        except ResolveError as err:  # a complete program whose copies do not resolve
+            return [EditOutcome(name, document, None,
+                                f"the model's program does not resolve: {err}; nothing was written")
+                    for name, document in list(documents.items())[:1]]
+    finally:
+        llm.llm_engine.engine_core.shutdown()
+    return [judge(name, document, result, options)
+            for (name, document), result in zip(documents.items(), results)]
