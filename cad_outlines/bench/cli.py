@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Callable
+from typing import Callable
 
 from cad_outlines.arguments import UsageError, add_ceiling_arguments, load_cases, positive
+
+from . import cli_quality
+from ._cliargs import add_output_args, draw_plot, emit, int_list
 
 _BENCH_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
 
@@ -26,107 +29,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="run a measurement (each reports its configuration, machine and versions)",
         description="Measurements behind the figures in docs/.")
     bench = p.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
-    for add in _BENCH_COMMANDS:
+    for add in _BENCH_COMMANDS + cli_quality.COMMANDS:
         add(bench)
-
-
-def _int_list(option: str, text: str, minimum: int | None = None) -> tuple[int, ...]:
-    """The integers of a comma-separated option value, each at least ``minimum``."""
-    try:
-        values = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise UsageError(f"{option} takes comma-separated integers, got {text!r}") from None
-    if minimum is not None and min(values) < minimum:
-        raise UsageError(f"{option} values must be >= {minimum}, got {text!r}")
-    return values
-
-
-def _add_bench_dccd(bench: argparse._SubParsersAction) -> None:
-    p = bench.add_parser(
-        "dccd",
-        help="CD vs draft-conditioned CD on a small model trained here (feasible mass, tax, accuracy)",
-        description="Train a small transformer (seeded, CPU) to answer arithmetic questions "
-                    "in prose, then ask for JSON on held-out questions: plain constrained "
-                    "decoding vs DCCD with K drafts; see docs/dccd.md.")
-    p.add_argument("--steps", type=int, default=None, metavar="N",
-                   help="training steps (default: 900; 60 with --tiny)")
-    p.add_argument("--k", default=None, metavar="K1,K2,...",
-                   help="numbers of drafts to compare (default: 1,3,5; 1,3 with --tiny)")
-    p.add_argument("--eval", type=int, default=None, metavar="N", dest="eval_questions",
-                   help="held-out questions to evaluate (default: 200, all; 6 with --tiny)")
-    p.add_argument("--seed", type=int, default=0, help="seed of data, weights and sampling")
-    p.add_argument("--tiny", action="store_true",
-                   help="CI-sized run (well under a minute): small model, few steps")
-    real = p.add_argument_group(
-        "real weights", "--preset runs the pretrained model on structured tasks with known "
-        "answers instead of the model trained here (docs/dccd.md)")
-    real.add_argument("--preset", metavar="NAME", default=None,
-                      help="a real-weight preset, e.g. smollm2-135m-base (the released weights)")
-    real.add_argument("--task", default="arith,extract", metavar="T1,T2",
-                      help="tasks to run: arith, extract (default: both)")
-    real.add_argument("--items", type=positive, default=200, metavar="N",
-                      help="items per task (default: 200)")
-    real.add_argument("--jobs", type=positive, default=1, metavar="N",
-                      help="run the tasks in N worker processes at once")
-    real.add_argument("--markdown", metavar="OUT.md", help="also write the tables here (atomically)")
-    real.add_argument("-o", "--output", metavar="OUT.json", help="also write the JSON here (atomically)")
-    p.add_argument("--json", action="store_true", help="print every measurement as JSON")
-    p.set_defaults(func=_run_bench_dccd)
-
-
-def _run_bench_dccd_real(args: argparse.Namespace) -> int:
-    from cad_outlines.bench.dccd_real import TASKS, RealDCCDConfig, format_real_table, run_real
-    from cad_outlines.files import atomic_write
-    from cad_outlines.tools.presets import REAL_PRESETS
-
-    for flag, value in (("--steps", args.steps), ("--eval", args.eval_questions), ("--tiny", args.tiny or None)):
-        if value is not None:
-            raise UsageError(f"{flag} belongs to the trained-here bench; with --preset use --items")
-    if args.preset not in REAL_PRESETS:
-        raise UsageError(f"--preset must be a real-weight preset ({', '.join(REAL_PRESETS)}), "
-                         f"got {args.preset!r}")
-    cfg = RealDCCDConfig(preset=args.preset, tasks=_names("--task", args.task, TASKS), items=args.items,
-                         seed=args.seed)
-    if args.k is not None:
-        cfg.ks = tuple(_int_list("--k", args.k, minimum=1))
-    report = run_real(cfg, jobs=args.jobs)
-    table = format_real_table(report)
-    if args.markdown:
-        atomic_write(args.markdown, table + "\n")
-    _emit(args, report, table)
-    return 0
-
-
-def _run_bench_dccd(args: argparse.Namespace) -> int:
-    import json
-
-    from cad_outlines.bench.dccd import BenchConfig, format_table, run
-
-    if args.preset is not None:
-        return _run_bench_dccd_real(args)
-    for flag, value in (("--task", args.task != "arith,extract" or None), ("--items", args.items != 200 or None),
-                        ("--jobs", args.jobs != 1 or None), ("--markdown", args.markdown),
-                        ("--output", args.output)):
-        if value is not None:
-            raise UsageError(f"{flag} needs --preset (the real-weights bench)")
-    overrides: dict = {"seed": args.seed}
-    if args.steps is not None:
-        if args.steps < 1:
-            raise UsageError(f"--steps must be >= 1, got {args.steps}")
-        overrides["steps"] = args.steps
-    if args.k is not None:
-        overrides["ks"] = _int_list("--k", args.k, minimum=1)
-    if args.eval_questions is not None:
-        if args.eval_questions < 1:
-            raise UsageError(f"--eval must be >= 1, got {args.eval_questions}")
-        overrides["eval_questions"] = args.eval_questions
-    cfg = BenchConfig.tiny(**overrides) if args.tiny else BenchConfig(**overrides)
-    results = run(cfg, progress=True)
-    print(json.dumps(results, indent=2) if args.json else format_table(results))
-    return 0
-
-
-_BENCH_COMMANDS.append(_add_bench_dccd)
 
 
 # --- bench kernel | e2e | formats | perturb (cad_outlines/bench/, docs/benchmarks.md) ------
@@ -144,36 +48,6 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
                    help="weight dtype (default: float32)")
     p.add_argument("--threads", type=positive, default=None, metavar="N",
                    help="torch intra-op threads (default: torch's own choice)")
-
-
-def _add_output_args(p: argparse.ArgumentParser, plot: bool = True) -> None:
-    p.add_argument("--seed", type=int, default=0, help="seed of weights, ids and draws (default: 0)")
-    p.add_argument("--json", action="store_true", help="print every measurement as JSON")
-    p.add_argument("-o", "--output", metavar="OUT.json", help="also write the JSON here (atomically)")
-    if plot:
-        p.add_argument("--plot", metavar="PNG", help="write the plot here (PNG)")
-
-
-def _emit(args: argparse.Namespace, report: dict, table: str) -> None:
-    import json
-
-    from cad_outlines.bench._common import write_json
-
-    if args.output:
-        write_json(args.output, report)
-    print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else table)
-
-
-def _plot(args: argparse.Namespace, plot: Callable[..., None], *plot_args: Any, **kwargs: Any) -> None:
-    """Draw ``--plot`` last, after the JSON is written, so a missing matplotlib loses nothing."""
-    from cad_outlines.errors import MissingDependencyError
-
-    if not args.plot:
-        return
-    try:
-        plot(*plot_args, args.plot, **kwargs)
-    except MissingDependencyError as err:
-        raise UsageError(f"--plot: {err} (the JSON and the table were still written)") from None
 
 
 def _add_bench_bounds(bench: argparse._SubParsersAction) -> None:
@@ -232,7 +106,7 @@ def _add_bench_kernel(bench: argparse._SubParsersAction) -> None:
     p.add_argument("--prefix", type=positive, default=1024, metavar="P", help="prefix tokens (default: 1024)")
     p.add_argument("--trials", type=positive, default=3, metavar="T", help="timed trials (default: 3)")
     p.add_argument("--max-n", type=positive, default=512, metavar="N", help="largest N (default: 512)")
-    _add_output_args(p)
+    add_output_args(p)
     p.set_defaults(func=_run_bench_kernel)
 
 
@@ -242,8 +116,8 @@ def _run_bench_kernel(args: argparse.Namespace) -> int:
     cfg = KernelConfig(args.preset, device=args.device, dtype=args.dtype, prefix=args.prefix,
                        trials=args.trials, max_n=args.max_n, seed=args.seed, threads=args.threads)
     record = run_kernel(cfg, progress=True)
-    _emit(args, record, format_kernel(record))
-    _plot(args, plot_kernel, record)
+    emit(args, record, format_kernel(record))
+    draw_plot(args, plot_kernel, record)
     return 0
 
 
@@ -285,7 +159,7 @@ def _add_bench_e2e(bench: argparse._SubParsersAction) -> None:
     _add_case_args(p, kernel_trials=1)
     p.add_argument("--kernel-prefix", type=positive, default=None, metavar="P",
                    help="prefix of the in-run kernel (default: mean prompt tokens of the cases)")
-    _add_output_args(p)
+    add_output_args(p)
     p.set_defaults(func=_run_bench_e2e)
 
 
@@ -301,8 +175,8 @@ def _run_bench_e2e(args: argparse.Namespace) -> int:
                     pld=_csv(args.pld), skip=_csv(args.skip))
     report = run_e2e(load_cases(args.corpus), cfg, progress=True)
     name = os.path.splitext(os.path.basename(args.corpus))[0]
-    _emit(args, report, format_e2e(report, name))
-    _plot(args, plot_e2e, report, title=f"{name}: {args.preset} e2e (random weights)")
+    emit(args, report, format_e2e(report, name))
+    draw_plot(args, plot_e2e, report, title=f"{name}: {args.preset} e2e (random weights)")
     return 0 if not report["failures"] else 1
 
 
@@ -322,7 +196,7 @@ def _add_bench_formats(bench: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=positive, default=None, metavar="K", help="first K cases only")
     p.add_argument("--min-span", type=positive, default=8, metavar="M",
                    help="shortest token copy of the token-level CaD program (default: 8)")
-    _add_output_args(p, plot=False)
+    add_output_args(p, plot=False)
     p.set_defaults(func=_run_bench_formats)
 
 
@@ -336,7 +210,7 @@ def _run_bench_formats(args: argparse.Namespace) -> int:
                          limit=args.limit, min_span=args.min_span, progress=True)
     report["seed"] = args.seed  # no randomness; recorded for uniformity
     report["tokenizer"], report["limit"] = args.tokenizer, args.limit
-    _emit(args, report, format_formats(report, os.path.splitext(os.path.basename(args.corpus))[0]))
+    emit(args, report, format_formats(report, os.path.splitext(os.path.basename(args.corpus))[0]))
     return 0
 
 
@@ -356,7 +230,7 @@ def _add_bench_prompt(bench: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=positive, default=None, metavar="K", help="K cases only")
     p.add_argument("--order", choices=["file", "size"], default="file",
                    help="file order (default) or smallest doc+gold first")
-    _add_output_args(p, plot=False)
+    add_output_args(p, plot=False)
     p.set_defaults(func=_run_bench_prompt)
 
 
@@ -373,7 +247,7 @@ def _run_bench_prompt(args: argparse.Namespace) -> int:
     reports = [prompt_cost(cases, get_adapter(AutoTokenizer.from_pretrained(folder))) for folder in args.tokenizer]
     report = {"corpus": args.corpus, "order": args.order, "limit": args.limit, "tokenizers": args.tokenizer,
               "families": reports}
-    _emit(args, report, format_prompt_cost(reports, os.path.splitext(os.path.basename(args.corpus))[0]))
+    emit(args, report, format_prompt_cost(reports, os.path.splitext(os.path.basename(args.corpus))[0]))
     return 0
 
 
@@ -432,7 +306,7 @@ def _add_bench_perturb(bench: argparse._SubParsersAction) -> None:
                    help="shift bounds to try (default: 0,1,2,3,5)")
     p.add_argument("--trials", type=positive, default=5, metavar="T", help="draws per case (default: 5)")
     p.add_argument("--limit", type=positive, default=None, metavar="K", help="first K cases only")
-    _add_output_args(p)
+    add_output_args(p)
     p.set_defaults(func=_run_bench_perturb)
 
 
@@ -441,12 +315,12 @@ def _run_bench_perturb(args: argparse.Namespace) -> int:
 
     from cad_outlines.bench.perturb import format_perturb, plot_perturb, run_perturb
 
-    eps = list(_int_list("--eps", args.eps, minimum=0))
+    eps = list(int_list("--eps", args.eps, minimum=0))
     name = os.path.splitext(os.path.basename(args.corpus))[0]
     report = run_perturb(load_cases(args.corpus), eps, trials=args.trials, seed=args.seed,
                          limit=args.limit, progress=True)
-    _emit(args, report, format_perturb(report, name))
-    _plot(args, plot_perturb, report, title=f"{name}: copy-index perturbation "
+    emit(args, report, format_perturb(report, name))
+    draw_plot(args, plot_perturb, report, title=f"{name}: copy-index perturbation "
                                             f"({report['n']} cases x {args.trials} trials)")
     return 0
 
@@ -471,7 +345,7 @@ def _add_bench_fuzz(bench: argparse._SubParsersAction) -> None:
                    help="sample without the bias towards closing gen bodies (bench/fuzz.py: ClosingBias)")
     p.add_argument("--threads", type=positive, default=1, metavar="N",
                    help="torch intra-op threads (default: 1)")
-    _add_output_args(p, plot=False)
+    add_output_args(p, plot=False)
     p.set_defaults(func=_run_bench_fuzz)
 
 
@@ -484,7 +358,7 @@ def _run_bench_fuzz(args: argparse.Namespace) -> int:
                       bias=args.bias, threads=args.threads,
                       progress=lambda line: print(line, file=sys.stderr, flush=True),
                       checkpoint=(lambda partial: write_json(args.output, partial)) if args.output else None)
-    _emit(args, report, format_fuzz(report))
+    emit(args, report, format_fuzz(report))
     failures = sum(f["counts"]["failures"] for f in report["families"].values())
     return 1 if failures else 0
 
@@ -519,7 +393,7 @@ def _run_bench_all(args: argparse.Namespace) -> int:
     from cad_outlines.bench.e2e import E2EConfig
     from cad_outlines.bench.suite import format_suite, run_suite
 
-    eps = list(_int_list("--eps", args.eps, minimum=0))
+    eps = list(int_list("--eps", args.eps, minimum=0))
     cfg = E2EConfig(args.preset, device=args.device, dtype=args.dtype, seed=args.seed,
                     threads=args.threads, limit=args.limit, order=args.order,
                     kernel_trials=args.kernel_trials, kernel_max_n=args.kernel_max_n,
@@ -579,117 +453,16 @@ def _run_bench_constraint(args: argparse.Namespace) -> int:
     if args.tokenizers is not None:
         overrides["tokenizers"] = tuple(t.strip() for t in args.tokenizers.split(",") if t.strip())
     if args.sizes is not None:
-        overrides["sizes"] = _int_list("--sizes", args.sizes)  # ConstraintConfig checks the range
+        overrides["sizes"] = int_list("--sizes", args.sizes)  # ConstraintConfig checks the range
     if args.repeats is not None:
         overrides["repeats"] = args.repeats
     cfg = ConstraintConfig.tiny(**overrides) if args.tiny else ConstraintConfig(**overrides)
     report = run_constraint(load_cases(args.corpus), cfg, progress=True)
-    _emit(args, report, format_constraint(report))
+    emit(args, report, format_constraint(report))
     return 0 if not any("stopped" in rec for rec in report["tokenizers"].values()) else 1
 
 
 _BENCH_COMMANDS.append(_add_bench_constraint)
-
-
-def _add_bench_learn(bench: argparse._SubParsersAction) -> None:
-    p = bench.add_parser(
-        "learn",
-        help="train a small model to edit with CaD programs vs one that regenerates; decode held-out edits",
-        description="Train two same-size transformers from scratch (seeded, CPU) on one synthetic "
-                    "edit family: one on the SFT rows of `sft build` (CaD programs in the splice "
-                    "layout), one on the whole edited file. Decode held-out edits through the real "
-                    "loop (model-chosen constrained programs vs unconstrained regeneration, same "
-                    "budget); see docs/learn.md.")
-    p.add_argument("--steps", type=positive, default=None, metavar="N",
-                   help="training steps per model, at most (early stop; default: 1600, 150 with --tiny)")
-    p.add_argument("--eval", type=positive, default=None, metavar="N", dest="eval_cases",
-                   help="held-out edits decoded per model (default: 100; 6 with --tiny)")
-    p.add_argument("--threads", type=positive, default=1, metavar="N",
-                   help="torch intra-op threads (default: 1)")
-    p.add_argument("--tiny", action="store_true", help="CI-sized run (well under a minute)")
-    p.add_argument("--markdown", metavar="OUT.md", help="also write the table here (atomically)")
-    _add_output_args(p, plot=False)
-    p.set_defaults(func=_run_bench_learn)
-
-
-def _run_bench_learn(args: argparse.Namespace) -> int:
-    from cad_outlines.bench.learn import LearnConfig, format_table, run
-    from cad_outlines.files import atomic_write
-
-    overrides: dict = {"seed": args.seed, "threads": args.threads}
-    if args.steps is not None:
-        overrides["steps"] = args.steps
-    if args.eval_cases is not None:
-        overrides["eval_cases"] = args.eval_cases
-    cfg = LearnConfig.tiny(**overrides) if args.tiny else LearnConfig(**overrides)
-    report = run(cfg, progress=True)
-    table = format_table(report)
-    if args.markdown:
-        atomic_write(args.markdown, table + "\n")
-    _emit(args, report, table)
-    return 0
-
-
-_BENCH_COMMANDS.append(_add_bench_learn)
-
-
-def _add_bench_quality(bench: argparse._SubParsersAction) -> None:
-    from cad_outlines.bench.quality import CONFIGS
-
-    p = bench.add_parser(
-        "quality",
-        help="a real model (SmolLM2-135M) choosing its own programs: base vs fine-tuned, CaD vs regeneration",
-        description="Decode the eval split (files never trained on) with each configuration in one "
-                    "run: exact match, complete, valid, copies in range, forwards and process CPU "
-                    "seconds per edit, by edit kind and corpus; greedy, and sampled for some "
-                    "configurations. See docs/learn.md. Configurations: " + ", ".join(CONFIGS) + ".")
-    p.add_argument("--configs", default=None, metavar="A,B,...", help="configurations to run (default: all)")
-    p.add_argument("--sampled", default="cad,regen", metavar="A,B,...",
-                   help="configurations also sampled (temperature 0.7, --seeds); '' for none")
-    p.add_argument("--seeds", default="0,1,2", metavar="S1,S2,...", help="seeds of the sampled runs")
-    p.add_argument("--limit", type=positive, default=None, metavar="N", help="first N eval cases only")
-    p.add_argument("--sampled-limit", type=positive, default=30, metavar="N",
-                   help="first N eval cases for the sampled runs")
-    p.add_argument("--cases", metavar="CASES.jsonl", default=None,
-                   help="eval cases (default: the bundled eval split)")
-    p.add_argument("--threads", type=positive, default=1, metavar="N", help="torch intra-op threads per process")
-    p.add_argument("--jobs", type=positive, default=1, metavar="N",
-                   help="decode the configurations in N worker processes at once")
-    p.add_argument("--budget", type=positive, default=256, metavar="N", help="CaD and text-mode token budget")
-    p.add_argument("--markdown", metavar="OUT.md", help="also write the tables here (atomically)")
-    _add_output_args(p, plot=False)
-    p.set_defaults(func=_run_bench_quality)
-
-
-def _names(option: str, text: str, known: Any) -> tuple[str, ...]:
-    names = tuple(n for n in text.split(",") if n)
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise UsageError(f"{option}: unknown configuration(s) {', '.join(unknown)}; choose from {', '.join(known)}")
-    return names
-
-
-def _run_bench_quality(args: argparse.Namespace) -> int:
-    from cad_outlines.bench.quality import CONFIGS, QualityConfig, format_table, load_eval_cases, run
-    from cad_outlines.files import atomic_write
-
-    cfg = QualityConfig(sampled=_names("--sampled", args.sampled, CONFIGS),
-                        seeds=_int_list("--seeds", args.seeds, minimum=0), limit=args.limit,
-                        sampled_limit=args.sampled_limit, threads=args.threads, cad_budget=args.budget)
-    if args.configs:
-        cfg.configs = _names("--configs", args.configs, CONFIGS)
-    if args.cases:
-        cfg.cases_path = args.cases
-    cases = load_eval_cases(args.cases) if args.cases else None
-    report = run(cfg, cases=cases, jobs=args.jobs)
-    table = format_table(report)
-    if args.markdown:
-        atomic_write(args.markdown, table + "\n")
-    _emit(args, report, table)
-    return 0
-
-
-_BENCH_COMMANDS.append(_add_bench_quality)
 
 
 def _add_bench_drafting(bench: argparse._SubParsersAction) -> None:
@@ -714,7 +487,7 @@ def _add_bench_drafting(bench: argparse._SubParsersAction) -> None:
                    help="weight dtype (default: float32)")
     p.add_argument("--threads", type=positive, default=1, metavar="N",
                    help="torch intra-op threads (default: 1)")
-    _add_output_args(p, plot=False)
+    add_output_args(p, plot=False)
     p.set_defaults(func=_run_bench_drafting)
 
 
@@ -725,7 +498,7 @@ def _run_bench_drafting(args: argparse.Namespace) -> int:
                          repeats=args.repeats, seed=args.seed, dtype=args.dtype, device=args.device,
                          threads=args.threads)
     report = run_drafting(load_cases(args.corpus), cfg, progress=True)
-    _emit(args, report, format_drafting(report))
+    emit(args, report, format_drafting(report))
     return 0
 
 
