@@ -2,9 +2,9 @@
 
 One weakly keyed cache maps a Hugging Face tokenizer object to its
 :class:`TokenizerFacts`: the parsed backend and what it says (:mod:`._backend`), the
-exact bytes of every token, the text encoders and the adapters built for it, and what
-the constraint derives from it (llguidance's tokenizer, Outlines' llguidance backend,
-the constraint's token table, see :mod:`cad_outlines.decoding.constraint`).
+exact bytes of every token, the text encoders and the adapters built for it. What the
+decoding layer derives from a tokenizer it keeps itself, keyed on these facts
+(:mod:`cad_outlines.decoding.compiling`).
 
 Nothing is stored on the tokenizer, so pickling it stays as cheap as before, and an
 entry dies with its tokenizer: no fact refers to the tokenizer except the adapters,
@@ -39,10 +39,6 @@ class TokenizerFacts:
         The exact bytes of every token id (:func:`._backend.token_bytes_table`).
     adapters
         The adapters built for this tokenizer, by family, held weakly.
-    llg_tokenizer, outlines_backend, token_table, setup_seconds
-        Filled by :mod:`cad_outlines.decoding.constraint` on first use: llguidance's tokenizer,
-        Outlines' ``LLGuidanceBackend`` (when an Outlines model was given), the
-        constraint's ``TokenTable``, and the seconds that set-up took.
     """
 
     spec: dict
@@ -50,10 +46,6 @@ class TokenizerFacts:
     table: list[bytes]
     adapters: "weakref.WeakValueDictionary[str, Any]" = field(
         default_factory=weakref.WeakValueDictionary)
-    llg_tokenizer: Any = None
-    outlines_backend: Any = None
-    token_table: Any = None
-    setup_seconds: float = 0.0
     _encoders: dict = field(default_factory=dict, repr=False)
 
     def text_encoder(self, control: Iterable[str]) -> Any:

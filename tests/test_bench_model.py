@@ -188,7 +188,7 @@ def test_e2e_pools_six_runs_on_tiny_qwen(tiny_model):
 
 
 def test_drift_note_flags_a_run_whose_speed_changed():
-    from cad_outlines.bench.e2e import drift_note
+    from cad_outlines.bench.e2e_report import drift_note
 
     steady = {"tau_kernel": 0.19, "regen_seconds_per_token": 0.175, "regen_drift": 0.175 / 0.19 - 1}
     assert drift_note(steady) is None  # 8 % under tau: within the limit

@@ -13,8 +13,8 @@ import torch
 
 from cad_outlines.adapters import facts as facts_mod
 from cad_outlines.adapters import get_adapter, load_tokenizer, tokenizer_facts
-from cad_outlines.decoding.constraint import (ProgramConstraint, _token_table,
-                                              compile_tokenizer_grammar)
+from cad_outlines.decoding.compiling import _SIDES, compile_grammar, token_table
+from cad_outlines.decoding.constraint import ProgramConstraint
 from cad_outlines.language.syntax import COPY_CLOSE
 
 TOKENIZERS = Path(__file__).parent / "fixtures" / "tokenizers"
@@ -26,17 +26,19 @@ def test_building_an_adapter_and_a_constraint_leaves_the_tokenizer_as_it_was():
     before = pickle.dumps(tok)
     attributes = set(vars(tok))
     adapter = get_adapter(tok)
-    compiled = compile_tokenizer_grammar(tok, 12)
+    compiled = compile_grammar(tok, 12)
     ProgramConstraint(compiled)
     after = pickle.dumps(tok)
     assert set(vars(tok)) == attributes
     assert len(after) == len(before), (len(before), len(after))
-    # The facts were built and are shared: the adapter's byte table, llguidance's
-    # tokenizer and the constraint's token table hang off one object.
+    # The facts were built and are shared: the adapter's byte table hangs off one object,
+    # and the decoding layer's side (llguidance's tokenizer, the token table) is keyed on it.
     facts = tokenizer_facts(tok)
     assert facts.adapters["qwen"] is adapter
     assert adapter._bytes is facts.table
-    assert compiled.llg_tokenizer is facts.llg_tokenizer and compiled.table is facts.token_table
+    side = _SIDES[facts]
+    assert compiled.llg_tokenizer is side.llg_tokenizer and compiled.table is side.table
+    assert compile_grammar(tok, 30).table is compiled.table  # built once per tokenizer
 
 
 def test_the_same_tokenizer_gets_the_same_facts_and_another_gets_its_own():
@@ -53,10 +55,10 @@ def test_the_same_tokenizer_gets_the_same_facts_and_another_gets_its_own():
 def test_the_cache_entry_dies_with_its_tokenizer():
     tok = load_tokenizer(TOKENIZERS / "deepseek-coder")
     adapter = get_adapter(tok)
-    compile_tokenizer_grammar(tok, 5)
+    compile_grammar(tok, 5)
     facts_ref = weakref.ref(tokenizer_facts(tok))
     tok_ref = weakref.ref(tok)
-    entries = len(facts_mod._CACHE)
+    entries, sides = len(facts_mod._CACHE), len(_SIDES)
     del adapter  # the adapter refers to its tokenizer, so it must go too
     gc.collect()
     assert tok_ref() is tok and facts_ref() is not None  # alive while the tokenizer is
@@ -65,6 +67,7 @@ def test_the_cache_entry_dies_with_its_tokenizer():
     assert tok_ref() is None
     assert facts_ref() is None
     assert len(facts_mod._CACHE) == entries - 1
+    assert len(_SIDES) == sides - 1  # the decoding layer's side goes with the facts
 
 
 def test_an_adapter_nobody_holds_is_rebuilt_from_the_cached_facts():
@@ -85,7 +88,7 @@ def test_token_table_from_the_byte_table_equals_llguidances(family):
     token bytes (which it reads from the same tokenizer) give the same table."""
     tok = load_tokenizer(TOKENIZERS / family)
     llg = llguidance.hf.from_tokenizer(tok)
-    ours = _token_table(tokenizer_facts(tok), llg.vocab_size)
+    ours = token_table(tokenizer_facts(tok), llg.vocab_size)
     close = COPY_CLOSE.encode()
     pieces = {close[i:j] for i in range(len(close)) for j in range(i + 1, len(close) + 1)
               if j == len(close) or i == 0}

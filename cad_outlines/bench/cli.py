@@ -166,7 +166,8 @@ def _add_bench_e2e(bench: argparse._SubParsersAction) -> None:
 def _run_bench_e2e(args: argparse.Namespace) -> int:
     import os
 
-    from cad_outlines.bench.e2e import E2EConfig, format_e2e, plot_e2e, run_e2e
+    from cad_outlines.bench.e2e import E2EConfig, run_e2e
+    from cad_outlines.bench.e2e_report import format_e2e, plot_e2e
 
     cfg = E2EConfig(args.preset, device=args.device, dtype=args.dtype, seed=args.seed,
                     threads=args.threads, limit=args.limit, order=args.order,
@@ -269,7 +270,8 @@ def _run_bench_pool(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from cad_outlines.bench._common import write_json
-    from cad_outlines.bench.e2e import format_e2e, plot_e2e, report_from_checkpoint
+    from cad_outlines.bench.e2e import report_from_checkpoint
+    from cad_outlines.bench.e2e_report import format_e2e, plot_e2e
     from cad_outlines.files import atomic_write
 
     out = Path(args.out_dir)

@@ -234,7 +234,8 @@ def _measure_family(family: str, program_text: str, cfg: ConstraintConfig, send:
 
     from ..tools import models
     from ..adapters import get_adapter
-    from ..decoding.constraint import ProgramConstraint, compile_grammar, tokenizer_setup_seconds
+    from ..decoding.compiling import compile_grammar, tokenizer_setup_seconds
+    from ..decoding.constraint import ProgramConstraint
 
     send({"type": "phase", "what": "model load"})
     started = time.perf_counter()
@@ -312,7 +313,8 @@ def _llguidance_size(model: Any, n: int, ids: Sequence[int], regions: Sequence[s
     import llguidance
     import llguidance.torch
 
-    from ..decoding.constraint import ProgramConstraint, compile_grammar
+    from ..decoding.compiling import compile_grammar
+    from ..decoding.constraint import ProgramConstraint
 
     compile_s, matcher_s, first_mask_s = [], [], []
     for _ in range(repeats):

@@ -420,7 +420,8 @@ def splice_probe(llm: Any, editor: Any, edit: tuple[str, str], program_text: str
     partial block), ``cad - cached`` the grammar start inside the engine, ``span - cached``
     the span's prefill. ``replay_ms`` times the constraint's replay outside the engine.
     """
-    from ..decoding.constraint import ProgramConstraint, compile_tokenizer_grammar
+    from ..decoding.compiling import compile_grammar
+    from ..decoding.constraint import ProgramConstraint
     from ..engines.vllm import EXTRA_KEY, _forced_ids
     from ..language.program import Copy
 
@@ -429,7 +430,7 @@ def splice_probe(llm: Any, editor: Any, edit: tuple[str, str], program_text: str
     adapter = editor.adapter
     document, instruction = edit
     lines = split_lines(document)
-    compiled = compile_tokenizer_grammar(adapter.tokenizer, len(lines), "lines")
+    compiled = compile_grammar(adapter.tokenizer, len(lines), "lines")
     constraint = ProgramConstraint(compiled)
     context = adapter.prompt_ids(document, instruction)
     splices: list[tuple[list[int], list[int], list[int]]] = []  # (C, span, program so far)

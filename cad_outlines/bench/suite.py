@@ -29,7 +29,8 @@ from ..errors import InputError
 from ..files import atomic_write
 from . import _common
 from .bounds import ceiling_with_bounds, format_bounds, kernel_from_dict
-from .e2e import E2EConfig, build_model, format_e2e, kernel_config, plot_e2e, run_e2e, select_cases
+from .e2e import E2EConfig, build_model, kernel_config, run_e2e, select_cases
+from .e2e_report import format_e2e, plot_e2e
 from .formats import format_formats, run_formats
 from .kernel import format_kernel, measure_kernel, plot_kernel
 from .perturb import format_perturb, plot_perturb, run_perturb

@@ -24,17 +24,14 @@ from __future__ import annotations
 
 import codecs
 import copy
-import time
-from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
 import numpy as np
 import torch
 
 from ..language import program, syntax
-from ..adapters.facts import TokenizerFacts, tokenizer_facts
-from ..language.grammar import Granularity, load_grammar, specialize
 from ..language.program import Copy, CopyTokens, Op
+from .compiling import CompiledGrammar
 
 
 class Constraint(Protocol):
@@ -231,146 +228,6 @@ def _extensions(digits: str, closes: bool, lo: int, hi: int) -> list[tuple[int, 
         ranges.append((max(lo, value * scale), min(hi, value * scale + scale - 1)))
         scale *= 10
     return ranges
-
-
-@dataclass
-class TokenTable:
-    """Per-tokenizer facts the composed automata need, derived once from the vocabulary.
-
-    Attributes
-    ----------
-    vocab_size
-        Size of the tokenizer's vocabulary (the mask's length).
-    crossing
-        Ids whose bytes hold a ``>`` before their last byte: inside a copy tag they
-        would run past the tag's end.
-    closers
-        Ids of the tokens spelling a piece of a copy tag's close (``"``, ``"/``,
-        ``"/>``, ``/``, ``/>``, ``>``), by their bytes.
-    """
-
-    vocab_size: int
-    crossing: torch.Tensor
-    closers: dict[bytes, int]
-
-
-@dataclass
-class CompiledGrammar:
-    """A grammar compiled for one tokenizer: what a matcher needs, plus timings."""
-
-    grammar_spec: Any
-    llg_tokenizer: Any
-    table: TokenTable
-    granularity: Granularity
-    upper: int
-    compile_seconds: float
-
-
-def _token_table(facts: TokenizerFacts, vocab_size: int) -> TokenTable:
-    """The constraint's :class:`TokenTable`, from the tokenizer's one byte table.
-
-    Added tokens are never closers: llguidance treats them as special and never
-    emits them for text.
-    """
-    crossing: list[int] = []
-    closers: dict[bytes, int] = {}
-    close = syntax.COPY_CLOSE.encode()
-    pieces = {close[i:j] for i in range(len(close)) for j in range(i + 1, len(close) + 1)
-              if j == len(close) or i == 0}
-    added = {token.id for token in facts.backend.added.values()}
-    for tid, data in enumerate(facts.table[:vocab_size]):
-        if data in pieces and tid not in added:
-            closers.setdefault(data, tid)
-        gt = data.find(close[-1:])
-        if 0 <= gt < len(data) - 1:
-            crossing.append(tid)
-    return TokenTable(vocab_size, torch.tensor(crossing, dtype=torch.long), closers)
-
-
-def _tokenizer_side(tokenizer: Any, model: Any = None) -> TokenizerFacts:
-    """The tokenizer's facts with the constraint's part filled in (once per tokenizer).
-
-    With an Outlines ``model``, its llguidance backend is built (Outlines' own
-    ``LLGuidanceBackend``); without one, llguidance's tokenizer is built the way that
-    backend builds it (``llguidance.hf.from_tokenizer``), for engines that hold no
-    Outlines model (vLLM).
-    """
-    facts = tokenizer_facts(tokenizer)
-    if model is not None and facts.outlines_backend is None:
-        from outlines.backends.llguidance import LLGuidanceBackend
-
-        start = time.perf_counter()
-        facts.outlines_backend = LLGuidanceBackend(model)
-        facts.llg_tokenizer = facts.llg_tokenizer or facts.outlines_backend.llg_tokenizer
-        if facts.token_table is None:
-            facts.token_table = _token_table(facts, facts.llg_tokenizer.vocab_size)
-        facts.setup_seconds = time.perf_counter() - start
-    if facts.llg_tokenizer is None:
-        import llguidance.hf
-
-        facts.llg_tokenizer = llguidance.hf.from_tokenizer(tokenizer)
-    if facts.token_table is None:
-        facts.token_table = _token_table(facts, facts.llg_tokenizer.vocab_size)
-    return facts
-
-
-def compile_grammar(model: Any, upper: int, granularity: Granularity = "lines") -> CompiledGrammar:
-    """Specialise the packaged grammar to a document and compile it through Outlines.
-
-    Parameters
-    ----------
-    model
-        An Outlines ``Transformers`` model (``outlines.from_transformers``).
-    upper
-        Lines ``n`` of the document (or its token count for ``"tokens"``).
-    granularity
-        ``"lines"`` or ``"tokens"``.
-
-    Returns
-    -------
-    CompiledGrammar
-        ``compile_seconds`` counts only the per-document part; the tokenizer-only part
-        (first use of a tokenizer) is reported by :func:`tokenizer_setup_seconds`.
-    """
-    facts = _tokenizer_side(model.hf_tokenizer, model)
-    backend, table = facts.outlines_backend, facts.token_table
-    start = time.perf_counter()
-    text = specialize(load_grammar(granularity), upper, granularity)
-    processor = backend.get_cfg_logits_processor(text)
-    seconds = time.perf_counter() - start
-    return CompiledGrammar(processor.grammar, backend.llg_tokenizer, table, granularity, upper, seconds)
-
-
-def compile_tokenizer_grammar(tokenizer: Any, upper: int,
-                              granularity: Granularity = "lines") -> CompiledGrammar:
-    """:func:`compile_grammar` for a bare Hugging Face tokenizer (no Outlines model).
-
-    The same specialised grammar and the same llguidance compilation, for engines that
-    own their model (vLLM).
-
-    Parameters
-    ----------
-    tokenizer
-        A Hugging Face fast tokenizer.
-    upper, granularity
-        As for :func:`compile_grammar`.
-    """
-    import llguidance
-
-    facts = _tokenizer_side(tokenizer)
-    llg_tokenizer, table = facts.llg_tokenizer, facts.token_table
-    start = time.perf_counter()
-    text = specialize(load_grammar(granularity), upper, granularity)
-    try:  # as Outlines' LLGuidanceBackend.get_cfg_logits_processor: EBNF/GBNF first, then lark
-        spec = llguidance.grammar_from("grammar", text)
-    except ValueError:
-        spec = llguidance.grammar_from("lark", text)
-    return CompiledGrammar(spec, llg_tokenizer, table, granularity, upper, time.perf_counter() - start)
-
-
-def tokenizer_setup_seconds(model: Any) -> float:
-    """Seconds the first use of ``model``'s tokenizer cost (0.0 if never measured)."""
-    return tokenizer_facts(model.hf_tokenizer).setup_seconds
 
 
 class ProgramConstraint:

@@ -30,8 +30,8 @@ from outlines.generator import SteerableGenerator
 
 from ..language import program, syntax
 from ..adapters import Adapter, get_adapter
-from .constraint import (CompiledGrammar, CopyIndices, LoopConstraint, ProgramConstraint,
-                         Unconstrained, compile_grammar, tokenizer_setup_seconds)
+from .compiling import CompiledGrammar, compile_grammar, tokenizer_setup_seconds
+from .constraint import CopyIndices, LoopConstraint, ProgramConstraint, Unconstrained
 from .drafting import DraftBudget, Drafter, DraftKind, ForwardCost, PendingDraft
 from .forcing import ForcedText
 from ..errors import CaDError, InputError

@@ -26,7 +26,8 @@ import torch
 from vllm import SamplingParams
 from vllm.v1.sample.logits_processor import AdapterLogitsProcessor
 
-from ..decoding.constraint import CompiledGrammar, ProgramConstraint, compile_tokenizer_grammar
+from ..decoding.compiling import CompiledGrammar, compile_grammar
+from ..decoding.constraint import ProgramConstraint
 
 #: The key of a CaD request's arguments in ``SamplingParams.extra_args``.
 EXTRA_KEY = "cad"
@@ -79,7 +80,7 @@ class CaDLogitsProcessor(AdapterLogitsProcessor):
                 self._tokenizer = load_tokenizer(self._tokenizer_path)
             if len(self._compiled) >= 256:  # documents of many sizes: keep the memory bounded
                 self._compiled.pop(next(iter(self._compiled)))
-            self._compiled[key] = compile_tokenizer_grammar(self._tokenizer, upper, granularity)  # type: ignore[arg-type]
+            self._compiled[key] = compile_grammar(self._tokenizer, upper, granularity)  # type: ignore[arg-type]
         return self._compiled[key]
 
 

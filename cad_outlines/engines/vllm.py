@@ -52,7 +52,8 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 
 from ..language import program, syntax
 from ..adapters import Adapter, get_adapter, load_tokenizer
-from ..decoding.constraint import ProgramConstraint, compile_tokenizer_grammar
+from ..decoding.compiling import compile_grammar
+from ..decoding.constraint import ProgramConstraint
 from ..decoding.forcing import ForcedText
 from ..decoding.results import CaDResult, CaDStats, ForcedProgramError, IncompleteProgramError
 from ..language.grammar import Granularity
@@ -386,7 +387,7 @@ class _Session:
         # The driver's own copy of the constraint reads the ops and the text; the
         # engine-side copy (in CaDLogitsProcessor) masks.
         self.constraint = ProgramConstraint(
-            compile_tokenizer_grammar(adapter.tokenizer, self.upper, self.granularity))
+            compile_grammar(adapter.tokenizer, self.upper, self.granularity))
         prompt = adapter.prompt_ids(document, instruction, self.granularity)
         self.context: list[int] = list(prompt)
         self.program_ids: list[int] = []
