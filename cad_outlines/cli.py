@@ -12,37 +12,18 @@ printed.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import traceback
 from typing import Any, Callable, Sequence
 
-from cad_outlines.arguments import UsageError, add_ceiling_arguments, load_cases, positive
+from cad_outlines import cli_train
+from cad_outlines.arguments import (HelpFormatter, UsageError, add_ceiling_arguments, add_verbosity, load_cases,
+                                    positive, seed, status, temperature, top_p)
 from cad_outlines.errors import CaDError, ModelOutputError
 from cad_outlines.language.syntax import COPY_CLOSE, COPY_OPEN, GEN_OPEN, TAG_START
 
 EXIT_OK, EXIT_MODEL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
-
-
-class _HelpFormatter(argparse.HelpFormatter):
-    """Every option's default in its help (unless it already names one; flags and
-    options without a default show none); descriptions and epilogs keep their line
-    breaks and wrap each line."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if ("default" in text or action.default is None or action.default is False
-                or action.default is argparse.SUPPRESS or not action.option_strings):
-            return text
-        return text + " (default: %(default)s)"
-
-    def _fill_text(self, text: str, width: int, indent: str) -> str:
-        import textwrap
-
-        return "\n".join(textwrap.fill(line, width, initial_indent=indent,
-                                        subsequent_indent=indent + " " * (len(line) - len(line.lstrip())))
-                          if line.strip() else "" for line in text.splitlines())
 
 
 def _add_commands(sub: argparse._SubParsersAction) -> None:
@@ -50,7 +31,7 @@ def _add_commands(sub: argparse._SubParsersAction) -> None:
         add(sub)
     for parser in _all_parsers(sub):  # every option shows its default in --help
         if parser.formatter_class is argparse.HelpFormatter:
-            parser.formatter_class = _HelpFormatter
+            parser.formatter_class = HelpFormatter
 
 
 def _all_parsers(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
@@ -61,35 +42,6 @@ def _all_parsers(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParse
             if isinstance(action, argparse._SubParsersAction):
                 parsers.extend(_all_parsers(action))
     return parsers
-
-
-def _temperature(value: str) -> float:
-    number = float(value)
-    if not math.isfinite(number) or number < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {value}")
-    return number
-
-
-def _top_p(value: str) -> float:
-    number = float(value)
-    if not 0 < number <= 1:  # also rejects nan
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {value}")
-    return number
-
-
-def _seed(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {value!r}") from None
-    if not 0 <= number < 2**63:
-        raise argparse.ArgumentTypeError(f"must be in [0, 2**63), got {value}")
-    return number
-
-
-def _status(args: argparse.Namespace, message: str) -> None:
-    if not getattr(args, "quiet", False):
-        print(message, file=sys.stderr, flush=True)
 
 
 def _fail(message: str) -> None:
@@ -299,141 +251,10 @@ def _run_ceiling(args: argparse.Namespace) -> int:
 
 
 _COMMANDS.append(_add_ceiling)
-
-
-def _add_sft(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sft", help="training data in the decode layout",
-                       description="Supervised fine-tuning data for Copy-as-Decode.")
-    sft = p.add_subparsers(dest="sft_command", required=True, metavar="ACTION")
-    b = sft.add_parser(
-        "build",
-        help="one training row per corpus case: prompt + oracle program with spliced copies",
-        description="For each case of CORPUS: the adapter's prompt for (doc, instruction), the "
-                    "oracle program, and the exact ids the decode loop feeds a model for them "
-                    "(copy spans spliced after their tags) with labels -100 on prompt and spliced "
-                    "tokens. Writes JSONL of {id, instruction, prompt, program, input_ids, labels} "
-                    "atomically; see docs/sft.md.")
-    b.add_argument("corpus", metavar="CORPUS.jsonl",
-                   help='JSONL of {"id", "doc", "gold"} (+ "instruction", used when present)')
-    b.add_argument("--tokenizer", metavar="DIR", required=True, help="Hugging Face tokenizer folder")
-    b.add_argument("--granularity", choices=["lines", "tokens"], default="lines")
-    b.add_argument("--cost-aware", action="store_true",
-                   help="lines: generate a copy's text when its tag takes more tokens")
-    b.add_argument("--max-tokens", type=positive, default=None, metavar="N",
-                   help="skip cases whose row is longer than N ids")
-    b.add_argument("--max-positions", type=positive, default=None, metavar="N",
-                   help="the model's context: rows longer than N ids are dropped and counted (default: "
-                        "max_position_embeddings of a config.json in the --tokenizer folder, else no limit)")
-    from cad_outlines.adapters import ADAPTERS  # no torch import
-
-    b.add_argument("--adapter", default=None, choices=list(ADAPTERS), metavar="NAME",
-                   help=f"adapter family: {', '.join(ADAPTERS)} (default: detect)")
-    b.add_argument("-o", "--output", required=True, metavar="OUT.jsonl", help="rows (written atomically)")
-    b.add_argument("--messages", metavar="OUT.jsonl",
-                   help='also write {"messages": [user, assistant]} rows for TRL\'s SFTTrainer')
-    b.set_defaults(func=_run_sft_build)
-
-
-def _run_sft_build(args: argparse.Namespace) -> int:
-    from cad_outlines.adapters import load_tokenizer
-    from cad_outlines.tools.corpus import load_corpus
-    from cad_outlines.tools.sft import RowBuilder, build_rows, model_context, write_rows
-
-    if args.cost_aware and args.granularity != "lines":
-        raise UsageError("--cost-aware is for --granularity lines only")
-    if args.max_tokens is not None and args.max_tokens < 1:
-        raise UsageError(f"--max-tokens must be >= 1, got {args.max_tokens}")
-    positions = args.max_positions or model_context(args.tokenizer)
-    cases = load_corpus(args.corpus)
-    builder = RowBuilder(load_tokenizer(args.tokenizer), args.granularity, args.adapter)
-    rows, skipped, too_long = [], [], 0
-    for item in build_rows(cases, builder, cost_aware=args.cost_aware, max_tokens=args.max_tokens,
-                           progress=True):
-        if not isinstance(item, tuple) and positions is not None and len(item.input_ids) > positions:
-            item, too_long = (item.id, f"{len(item.input_ids)} ids > the model's {positions} positions"), too_long + 1
-        (skipped if isinstance(item, tuple) else rows).append(item)
-    write_rows(rows, args.output, args.messages)
-    for case_id, reason in skipped:
-        print(f"cad-outlines sft build: skipped {case_id}: {reason}", file=sys.stderr)
-    context = f" ({too_long} past the model's context of {positions} positions)" if positions else ""
-    print(f"{len(rows)} row(s) written to {args.output}; {len(skipped)} skipped{context}", file=sys.stderr)
-    return 0
-
-
-_COMMANDS.append(_add_sft)
-
-
-def _add_train(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "train", help="LoRA-fine-tune SmolLM2-135M on explicit edits over real files (resumable)",
-        description="Build the training mix (explicit edits on windows of the corpora's train-split "
-                    "files, plus real commits; tools/edits.py) and LoRA-fine-tune a real-weight "
-                    "preset on it, in the CaD layout (sft rows: prompt + program with spliced "
-                    "copies) or the regeneration layout (plain prompt + edited file). Checkpoints "
-                    "every --checkpoint-every steps; run the same command again to resume. "
-                    "See docs/learn.md for the shipped adapters' command.")
-    p.add_argument("--corpus", nargs="+", required=True, metavar="CORPUS.jsonl",
-                   help="corpora of real commits (commits_*.jsonl: id, doc, gold, instruction, source, path)")
-    p.add_argument("--layout", choices=["cad", "regen"], default="cad", help="what the model learns to write")
-    p.add_argument("--base", default="smollm2-135m-base", metavar="PRESET", help="the real-weight preset to tune")
-    p.add_argument("--cases", type=positive, default=600, metavar="N", help="edits in the training mix")
-    p.add_argument("--steps", type=positive, default=600, metavar="N", help="optimiser steps")
-    p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (warm-up, cosine to 10%%)")
-    p.add_argument("--rank", type=positive, default=8, metavar="R", help="LoRA rank (alpha = 2R)")
-    p.add_argument("--max-tokens", type=positive, default=1024, metavar="N", help="drop rows longer than N ids")
-    p.add_argument("--checkpoint-every", type=positive, default=25, metavar="N", help="steps between checkpoints")
-    p.add_argument("--threads", type=positive, default=1, metavar="N", help="torch intra-op threads")
-    p.add_argument("--seed", type=int, default=0, help="seed of the mix, the order and the LoRA init")
-    p.add_argument("-o", "--output", required=True, metavar="DIR",
-                   help="run folder: checkpoint/, log.jsonl, then adapter/ and record.json")
-    _add_verbosity(p)
-    p.set_defaults(func=_run_train)
-
-
-def _run_train(args: argparse.Namespace) -> int:
-    from cad_outlines.tools.presets import REAL_PRESETS
-    from cad_outlines.tools.train import TrainConfig, train_from_corpora
-
-    if args.base not in REAL_PRESETS:
-        raise UsageError(f"--base must be a real-weight preset ({', '.join(REAL_PRESETS)}), got {args.base!r}")
-    if not math.isfinite(args.lr) or args.lr <= 0:
-        raise UsageError(f"--lr must be a finite number > 0, got {args.lr}")
-    for path in args.corpus:
-        if not os.path.isfile(path):
-            raise UsageError(f"--corpus {path}: no such file")
-    if os.path.exists(args.output) and not os.path.isdir(args.output):
-        raise UsageError(f"--output {args.output}: exists and is not a folder")
-    cfg = TrainConfig(base=args.base, layout=args.layout, steps=args.steps, lr=args.lr, rank=args.rank,
-                      alpha=2 * args.rank, seed=args.seed, max_tokens=args.max_tokens,
-                      checkpoint_every=args.checkpoint_every, threads=args.threads)
-    from tqdm.auto import tqdm
-
-    with tqdm(total=args.steps, desc=f"train {args.layout}", unit="step",
-              disable=getattr(args, "quiet", False)) as bar:
-        def log(record: dict) -> None:
-            bar.n = record["step"]
-            bar.set_postfix(loss=record["loss"])
-            bar.refresh()
-
-        record = train_from_corpora(args.corpus, cfg, args.cases, args.output, log=log)
-    _status(args, f"adapter written to {args.output}/adapter ({record['rows']} rows, "
-                  f"{record['dropped_over_max_tokens']} dropped over --max-tokens; loss "
-                  f"{record['loss_first_10pct']} -> {record['loss_last_10pct']})")
-    return 0
-
-
-_COMMANDS.append(_add_train)
+_COMMANDS.extend(cli_train.COMMANDS)  # sft, train
 
 
 # --- demo | edit: the main job ---------------------------------------------------------
-
-
-def _add_verbosity(p: argparse.ArgumentParser) -> None:
-    group = p.add_mutually_exclusive_group()
-    group.add_argument("-v", "--verbose", action="store_true",
-                       help="also print the token counts and timings of each run")
-    group.add_argument("-q", "--quiet", action="store_true",
-                       help="no progress bar, program or summary on stderr (errors only)")
 
 
 def _add_device_args(p: argparse.ArgumentParser) -> None:
@@ -449,7 +270,7 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     presets = "\n".join(f"  {name:22} {PRESET_SUMMARIES[name]}" for name in choices)
     p = sub.add_parser(
         "demo", help="run the real decode loop offline on a bundled example edit",
-        formatter_class=_HelpFormatter,
+        formatter_class=HelpFormatter,
         description="smollm2-135m (the default): the fine-tuned real model chooses its own program "
                     "for an edit of a file it never saw in training, next to the same base model "
                     "fine-tuned to regenerate the file. A random-weight preset: the oracle program "
@@ -459,7 +280,7 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--preset", default="smollm2-135m", choices=choices, metavar="NAME",
                    help="real-weight or random-weight preset (listed below)")
     _add_device_args(p)
-    _add_verbosity(p)
+    add_verbosity(p)
     p.set_defaults(func=_run_demo)
 
 
@@ -470,7 +291,7 @@ def _run_demo(args: argparse.Namespace) -> int:
 
     show = wants_progress(args.quiet)
     real = args.preset in models.REAL_PRESETS
-    _status(args, f"loading {args.preset} (real weights; the first run converts the GGUF, ~30 s) ..."
+    status(args, f"loading {args.preset} (real weights; the first run converts the GGUF, ~30 s) ..."
             if real else f"building preset {args.preset} (random weights) ...")
     model = models.load(args.preset, device=args.device, dtype=args.dtype)
     regen_model = models.load(f"{args.preset}-regen", device=args.device, dtype=args.dtype) if real else None
@@ -487,7 +308,7 @@ _COMMANDS.append(_add_demo)
 def _add_edit(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "edit", help="edit files with a model; prints a unified diff (--in-place, -o write atomically)",
-        formatter_class=_HelpFormatter,
+        formatter_class=HelpFormatter,
         description="Edit each FILE with the model as a Copy-as-Decode program. stdout gets a "
                     "unified diff that `patch -p1` and `git apply` accept (or JSON with --json); "
                     "stderr gets a progress bar, the program and a one-line summary. An edit that "
@@ -518,10 +339,10 @@ def _add_edit(sub: argparse._SubParsersAction) -> None:
                    help="teacher-force this program file through the decode loop (tests, benchmarks)")
     p.add_argument("--max-new-tokens", type=positive, default=2048, metavar="N",
                    help="budget of program tokens (copied tokens are free)")
-    p.add_argument("--temperature", type=_temperature, default=0.0, metavar="T",
+    p.add_argument("--temperature", type=temperature, default=0.0, metavar="T",
                    help="0 is greedy; otherwise sample")
-    p.add_argument("--top-p", type=_top_p, default=1.0, metavar="P", help="nucleus sampling mass")
-    p.add_argument("--seed", type=_seed, default=0, help="sampling seed, an integer in [0, 2**63)")
+    p.add_argument("--top-p", type=top_p, default=1.0, metavar="P", help="nucleus sampling mass")
+    p.add_argument("--seed", type=seed, default=0, help="sampling seed, an integer in [0, 2**63)")
     p.add_argument("--forward-cost", metavar="COST.json", default=None,
                    help="the machine's forward cost by width: a `bench kernel` JSON or a saved "
                         "ForwardCost; drafts are cut to what pays for their width (worth it on "
@@ -538,7 +359,7 @@ def _add_edit(sub: argparse._SubParsersAction) -> None:
                          help="vLLM: longest context in tokens (default: the model's)")
     serving.add_argument("--kv-cache-gib", type=float, default=None, metavar="G",
                          help="vLLM: KV cache size in GiB (default: vLLM sizes it from free memory)")
-    _add_verbosity(p)
+    add_verbosity(p)
     p.set_defaults(func=_run_edit)
 
 
@@ -575,7 +396,7 @@ def _run_edit(args: argparse.Namespace) -> int:
     if args.engine == "vllm":
         outcomes: Any = edit.edit_with_vllm(args.model, documents, instruction, options, forced=forced,
                                             engine_args=_vllm_engine_args(args), progress=show,
-                                            status=lambda m: _status(args, m))
+                                            status=lambda m: status(args, m))
     else:
         model = _load_edit_model(args)
         outcomes = edit.edit_with_transformers(model, documents, instruction, options, forced=forced,
@@ -593,7 +414,7 @@ def _load_edit_model(args: argparse.Namespace) -> Any:
     from cad_outlines.tools.edit import load_model
 
     return load_model(preset=args.preset, model=args.model, device=args.device, dtype=args.dtype,
-                      status=lambda m: _status(args, m))
+                      status=lambda m: status(args, m))
 
 
 def _vllm_engine_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -638,7 +459,7 @@ def _emit_edit(args: argparse.Namespace, outcome: Any) -> int:
     if not args.json:
         note = patch_note(name)
         if note:
-            _status(args, f"note: {note}")
+            status(args, f"note: {note}")
         _write_stdout(unified_diff(outcome.document, result.document, patch_header("a", name),
                                    patch_header("b", args.output or name)))
     return EXIT_OK
