@@ -194,7 +194,7 @@ def test_an_index_that_cannot_grow_forces_what_follows(preset, typed, follows, t
     """The grammar alone would leave the choice open (it bounds indices by the document,
     not by each other): without this the separator or close would cost a decode step."""
     gen = CaDGenerator(tiny_model(preset), "\n".join(f"l{k}" for k in range(38)), draft_tags=False)
-    constraint = ProgramConstraint(gen.compiled, gen._indices)
+    constraint = ProgramConstraint(gen.compiled, gen.view.indices)
     constraint.advance(gen.adapter.encode(syntax.PROGRAM_OPEN + typed))
     assert constraint.pending == typed
     run = constraint.forced()

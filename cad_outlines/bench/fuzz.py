@@ -37,7 +37,6 @@ import torch
 from ..language import program, syntax
 from ..decoding.generator import CaDGenerator, CaDResult
 from ..language.program import Copy, CopyTokens, Gen
-from ..language.resolver import resolve
 from . import _common
 
 __all__ = ["BiasedGenerator", "ClosingBias", "FuzzCase", "adversarial_document", "check_result",
@@ -216,8 +215,7 @@ def check_result(result: Any, gen: CaDGenerator) -> list[str]:
         if parsed != result.ops:
             problems.append("parse(program) differs from result.ops")
         try:
-            kwargs = gen._resolve_kwargs()
-            document = resolve(parsed, gen.document, "strict", **kwargs)
+            document = gen.view.resolve(parsed, "strict")
         except Exception as err:  # noqa: BLE001
             return problems + [f"complete program does not resolve strictly: {err}"]
         if document != result.document:

@@ -28,17 +28,17 @@ from typing import Any, Callable, Generator, Iterable, Iterator, Literal, Sequen
 import torch
 from outlines.generator import SteerableGenerator
 
-from ..language import program, syntax
+from ..language import program
 from ..adapters import Adapter, get_adapter
 from .compiling import CompiledGrammar, compile_grammar, tokenizer_setup_seconds
-from .constraint import CopyIndices, LoopConstraint, ProgramConstraint, Unconstrained
+from .constraint import LoopConstraint, ProgramConstraint, Unconstrained
+from .document import DocumentView
 from .drafting import DraftBudget, Drafter, DraftKind, ForwardCost, PendingDraft
 from .forcing import ForcedText
 from ..errors import CaDError, InputError
 from ..language.grammar import Granularity, load_grammar, specialize
 from ..language.program import Copy, CopyTokens, Op
 from .prompts import Prompt, PromptTemplate, as_messages
-from ..language.resolver import resolve
 from .runner import Runner, TransformersRunner
 from .sampler import SAMPLING_OPTIONS, OptionError, Sampler, SamplingOptions
 from .streaming import DocumentStream
@@ -186,13 +186,6 @@ class CaDGenerator(SteerableGenerator):
             raise OptionError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
         if mode not in ("strict", "clipped"):
             raise OptionError(f"mode must be 'strict' or 'clipped', got {mode!r}")
-        if not isinstance(document, str):
-            raise InputError(f"the document must be a str, got {type(document).__name__}")
-        try:
-            document.encode("utf-8")
-        except UnicodeEncodeError as err:
-            raise InputError(f"the document is not valid Unicode: {err.reason} at character {err.start} "
-                             f"({document[err.start]!r})") from None
         self.model = model
         self.hf_model = model.model
         self.document = document
@@ -212,16 +205,9 @@ class CaDGenerator(SteerableGenerator):
             self.adapter = adapter
         else:
             self.adapter = get_adapter(model.hf_tokenizer, adapter)
-        if granularity == "lines":
-            self._lines = syntax.split_lines(document)
-            upper = len(self._lines)
-            self._indices = CopyIndices.for_lines(upper)
-        else:
-            self._doc_ids = self.adapter.document_ids(document)
-            upper = len(self._doc_ids)
-            # No token copy may start or end inside a character (it would not resolve).
-            self._indices = CopyIndices.for_tokens(self.adapter.token_pieces(document))
-        self.compiled: CompiledGrammar = compile_grammar(model, upper, granularity)
+        #: The document's copy units, copy bounds, spliced ids and resolve call.
+        self.view = DocumentView(document, self.adapter, granularity)
+        self.compiled: CompiledGrammar = compile_grammar(model, self.view.upper, granularity)
         #: The model side of the loop (:mod:`.runner`); benchmarks pass an observed one.
         self.runner: Runner = runner if runner is not None else TransformersRunner(self.hf_model)
 
@@ -249,8 +235,7 @@ class CaDGenerator(SteerableGenerator):
         """
         from outlines.types import CFG
 
-        upper = len(self._lines) if self.granularity == "lines" else len(self._doc_ids)
-        return CFG(specialize(load_grammar(self.granularity), upper, self.granularity))
+        return CFG(specialize(load_grammar(self.granularity), self.view.upper, self.granularity))
 
     # -- public API -----------------------------------------------------------------
 
@@ -366,9 +351,9 @@ class CaDGenerator(SteerableGenerator):
     def _stream_text(self, prompt: Prompt, force_program: str | Sequence[Op] | None,
                      options: tuple[int, SamplingOptions]) -> Iterator[str]:
         if self.granularity == "lines":
-            writer = DocumentStream(lines=self._lines)
+            writer = DocumentStream(lines=self.view.lines)
         else:
-            writer = DocumentStream(pieces=self.adapter.token_pieces(self.document))
+            writer = DocumentStream(pieces=self.view.token_pieces)
 
         def chunks(ops: list[Op], constraint: Any) -> list[str]:
             chunk = writer.feed(ops, constraint.pending)
@@ -408,7 +393,7 @@ class CaDGenerator(SteerableGenerator):
         stats = CaDStats(compile_seconds=self.compiled.compile_seconds,
                          tokenizer_setup_seconds=tokenizer_setup_seconds(self.model))
         constraint: LoopConstraint = (
-            ProgramConstraint(self.compiled, self._indices, self.monotone_copies) if constrained
+            ProgramConstraint(self.compiled, self.view.indices, self.monotone_copies) if constrained
             else Unconstrained(self.compiled, self.adapter.eos_token_id))
         forced = None
         if force_program is not None:
@@ -479,7 +464,7 @@ class CaDGenerator(SteerableGenerator):
                 yield new_ops, constraint
                 for op in new_ops:
                     if self.splice and isinstance(op, (Copy, CopyTokens)):
-                        span = self._span_ids(op)
+                        span = self.view.span_ids(op)
                         context += span
                         stats.copied_tokens += len(span)
                         stats.splices += 1
@@ -532,7 +517,7 @@ class CaDGenerator(SteerableGenerator):
         if not constrained:
             document = constraint.text if complete else None
         elif complete:
-            document = resolve(constraint.ops, self.document, self.mode, **self._resolve_kwargs())
+            document = self.view.resolve(constraint.ops, self.mode)
         else:
             document = None
         stats.total_seconds = time.perf_counter() - start_time
@@ -573,8 +558,8 @@ class CaDGenerator(SteerableGenerator):
     def drafter(self) -> Drafter:
         """The document's drafter, built on first use (never when drafts are off)."""
         if self.granularity == "lines":
-            return Drafter(self._lines, "lines", lookup=self.draft_lookup)
-        return Drafter([self.adapter.decode([t]) for t in self._doc_ids], "tokens", lookup=self.draft_lookup)
+            return Drafter(self.view.lines, "lines", lookup=self.draft_lookup)
+        return Drafter([self.adapter.decode([t]) for t in self.view.doc_ids], "tokens", lookup=self.draft_lookup)
 
     def _propose(self, constraint: ProgramConstraint, stats: CaDStats, width: int,
                  draft: PendingDraft) -> tuple[list[int], DraftKind]:
@@ -590,16 +575,6 @@ class CaDGenerator(SteerableGenerator):
         stats.draft_tokens += len(ids)
         stats.draft_seconds += time.perf_counter() - clock
         return ids, kind
-
-    def _span_ids(self, op: Op) -> list[int]:
-        if isinstance(op, Copy):
-            return self.adapter.copy_ids(self._lines[op.start - 1:op.end])
-        return self._doc_ids[op.start:op.end + 1]
-
-    def _resolve_kwargs(self) -> dict[str, Any]:
-        if self.granularity == "tokens":
-            return {"token_pieces": self.adapter.token_pieces(self.document)}
-        return {}
 
 
 def _drain(steps: Generator[Any, None, CaDResult]) -> CaDResult:

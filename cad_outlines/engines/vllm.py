@@ -54,11 +54,11 @@ from ..language import program, syntax
 from ..adapters import Adapter, get_adapter, load_tokenizer
 from ..decoding.compiling import compile_grammar
 from ..decoding.constraint import ProgramConstraint
+from ..decoding.document import DocumentView
 from ..decoding.forcing import ForcedText
 from ..decoding.results import CaDResult, CaDStats, ForcedProgramError, IncompleteProgramError
 from ..language.grammar import Granularity
 from ..language.program import Copy, CopyTokens, Op
-from ..language.resolver import resolve
 from ._vllm_processor import EXTRA_KEY, CaDLogitsProcessor
 from ..errors import CaDError
 
@@ -378,16 +378,12 @@ class _Session:
         self.adapter = adapter = editor.adapter
         self.document = document
         self.granularity = editor.granularity
-        if self.granularity == "lines":
-            self._lines = syntax.split_lines(document)
-            self.upper = len(self._lines)
-        else:
-            self._doc_ids = adapter.document_ids(document)
-            self.upper = len(self._doc_ids)
+        self.view = DocumentView(document, adapter, self.granularity)
+        self.upper = self.view.upper
         # The driver's own copy of the constraint reads the ops and the text; the
         # engine-side copy (in CaDLogitsProcessor) masks.
         self.constraint = ProgramConstraint(
-            compile_grammar(adapter.tokenizer, self.upper, self.granularity))
+            compile_grammar(adapter.tokenizer, self.upper, self.granularity), self.view.indices)
         prompt = adapter.prompt_ids(document, instruction, self.granularity)
         self.context: list[int] = list(prompt)
         self.program_ids: list[int] = []
@@ -451,7 +447,7 @@ class _Session:
         self._previous_context = len(self.context) - 1  # the last sampled token has no KV yet
         for op in new_ops:
             if isinstance(op, (Copy, CopyTokens)):
-                span = self._span_ids(op)
+                span = self.view.span_ids(op)
                 self.context += span
                 stats.copied_tokens += len(span)
                 stats.splices += 1
@@ -474,15 +470,9 @@ class _Session:
         complete = self.constraint.done
         document = None
         if complete:
-            kwargs = {"token_pieces": self.adapter.token_pieces(self.document)} if self.granularity == "tokens" else {}
-            document = resolve(self.constraint.ops, self.document, self.editor.mode, **kwargs)
+            document = self.view.resolve(self.constraint.ops, self.editor.mode)
         self._finish()
         return CaDResult(document, self.constraint.text, list(self.constraint.ops), complete, self.stats)
-
-    def _span_ids(self, op: Op) -> list[int]:
-        if isinstance(op, Copy):
-            return self.adapter.copy_ids(self._lines[op.start - 1:op.end])
-        return self._doc_ids[op.start:op.end + 1]
 
 
 class _RegenSession:

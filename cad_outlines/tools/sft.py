@@ -49,7 +49,7 @@ from .ceiling import oracle_for
 from .corpus import Case
 from ..files import atomic_write
 from ..language.grammar import Granularity
-from ..language.program import Copy, CopyTokens, Op
+from ..language.program import Op
 from ..errors import InputError
 
 #: Instruction used when a corpus record has no ``instruction`` field.
@@ -190,19 +190,11 @@ class RowBuilder:
             raise SFTError(f"case {case_id or '?'}: the program does not decode: {err}") from err
         fed = list(self._runner.fed)
         prompt_ids = self.adapter.prompt_ids(doc, instruction, self.granularity)
-        labels = self._labels(fed, prompt_ids, self._spans(doc, result.ops), case_id)
+        labels = self._labels(fed, prompt_ids, gen.view.spans(result.ops), case_id)
         tail = self._tail(fed, labels, result.program, result.stats.program_tokens, case_id)
         return SFTRow(case_id, instruction, self.adapter.prompt(doc, instruction, self.granularity),
                       result.program, fed + tail, labels + tail,
                       self.adapter.user_content(doc, instruction, self.granularity))
-
-    def _spans(self, doc: str, ops: Sequence[Op]) -> list[list[int]]:
-        """The ids spliced after each copy op, by the adapter's layout rule."""
-        if self.granularity == "lines":
-            lines = syntax.split_lines(doc)
-            return [self.adapter.copy_ids(lines[op.start - 1:op.end]) for op in ops if isinstance(op, Copy)]
-        doc_ids = self.adapter.document_ids(doc)
-        return [doc_ids[op.start:op.end + 1] for op in ops if isinstance(op, CopyTokens)]
 
     def _labels(self, fed: list[int], prompt_ids: list[int], spans: list[list[int]],
                 case_id: str) -> list[int]:

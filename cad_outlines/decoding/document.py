@@ -1,0 +1,86 @@
+"""One document as every engine sees it: its copy units, the copy bounds, what a copy
+splices and how a finished program resolves.
+
+The decode loop (:mod:`.generator`), the vLLM driver (:mod:`cad_outlines.engines.vllm`) and
+the SFT row builder (:mod:`cad_outlines.tools.sft`) all read these facts from here, so
+they cannot drift on what a copy splices.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any, Sequence
+
+from ..errors import InputError
+from ..language import syntax
+from ..language.grammar import Granularity
+from ..language.program import Copy, CopyTokens, Op
+from ..language.resolver import resolve
+from .constraint import CopyIndices
+
+__all__ = ["DocumentView"]
+
+
+class DocumentView:
+    """``document`` under ``adapter``'s tokenizer, for programs of ``granularity``.
+
+    Parameters
+    ----------
+    document
+        The text being edited (valid Unicode).
+    adapter
+        The tokenizer adapter (:func:`cad_outlines.adapters.get_adapter`): its layout rule
+        decides the ids a line copy splices.
+    granularity
+        ``"lines"`` (copies of 1-indexed lines) or ``"tokens"`` (copies of 0-indexed
+        document tokens).
+    """
+
+    def __init__(self, document: str, adapter: Any, granularity: Granularity = "lines"):
+        if not isinstance(document, str):
+            raise InputError(f"the document must be a str, got {type(document).__name__}")
+        try:
+            document.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise InputError(f"the document is not valid Unicode: {err.reason} at character {err.start} "
+                             f"({document[err.start]!r})") from None
+        self.document = document
+        self.adapter = adapter
+        self.granularity = granularity
+        if granularity == "lines":
+            self.lines: list[str] = syntax.split_lines(document)
+            #: Copy indices run ``1..upper`` (lines) or ``0..upper-1`` (tokens).
+            self.upper = len(self.lines)
+        else:
+            self.doc_ids: list[int] = adapter.document_ids(document)
+            self.upper = len(self.doc_ids)
+
+    @cached_property
+    def token_pieces(self) -> list[bytes]:
+        """The bytes of each document token (token programs resolve and stream by them)."""
+        return self.adapter.token_pieces(self.document)
+
+    @cached_property
+    def indices(self) -> CopyIndices:
+        """Where copies may start and end: every line, or every token boundary that is
+        also a character boundary (a token copy never splits a character)."""
+        if self.granularity == "lines":
+            return CopyIndices.for_lines(self.upper)
+        return CopyIndices.for_tokens(self.token_pieces)
+
+    def span_ids(self, op: Op) -> list[int]:
+        """The ids a copy op splices into the context (the adapter's layout rule for lines)."""
+        if isinstance(op, Copy):
+            return self.adapter.copy_ids(self.lines[op.start - 1:op.end])
+        return self.doc_ids[op.start:op.end + 1]
+
+    def spans(self, ops: Sequence[Op]) -> list[list[int]]:
+        """:meth:`span_ids` of every copy in ``ops``, in order."""
+        return [self.span_ids(op) for op in ops if isinstance(op, (Copy, CopyTokens))]
+
+    def resolve(self, ops: Sequence[Op], mode: str = "strict") -> str:
+        """The edited document a finished program spells."""
+        if self.granularity == "tokens":
+            return resolve(ops, self.document, mode, token_pieces=self.token_pieces)
+        return resolve(ops, self.document, mode)
+

@@ -1,0 +1,56 @@
+"""One document view for every engine: the loop, the vLLM driver and the SFT builder read
+the copy units, the copy bounds, the spliced ids and the resolve call from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cad_outlines.adapters import get_adapter, load_tokenizer
+from cad_outlines.decoding.document import DocumentView
+from cad_outlines.errors import InputError
+from cad_outlines.language.program import Copy, CopyTokens, Gen
+from cad_outlines.language.resolver import resolve
+
+TOKENIZERS = Path(__file__).parent / "fixtures" / "tokenizers"
+
+
+@pytest.fixture(scope="module")
+def adapter():
+    return get_adapter(load_tokenizer(TOKENIZERS / "qwen"))
+
+
+def test_a_line_view_splices_by_the_layout_rule_and_resolves_like_the_resolver(adapter):
+    doc = "def f():\n    return 1\n\nprint(f())\n"
+    view = DocumentView(doc, adapter)
+    assert view.upper == 5 and view.lines[1] == "    return 1"
+    ops = [Copy(1, 1), Gen("    return 2\n"), Copy(3, 5)]
+    assert view.spans(ops) == [adapter.copy_ids(view.lines[0:1]), adapter.copy_ids(view.lines[2:5])]
+    assert view.resolve(ops) == resolve(ops, doc, "strict") == doc.replace("return 1", "return 2")
+    assert view.indices.lo == 1 and view.indices.hi == 5
+
+
+def test_a_token_view_bounds_copies_to_character_boundaries(adapter):
+    doc = "naïve 😀 café 𝔘𝔫𝔦 ꙮ\n"  # rare characters: split over several byte-level tokens
+    view = DocumentView(doc, adapter, "tokens")
+    assert view.doc_ids == adapter.document_ids(doc) and view.upper == len(view.doc_ids)
+    assert b"".join(view.token_pieces) == doc.encode()
+    whole = [CopyTokens(0, view.upper - 1)]
+    assert view.span_ids(whole[0]) == view.doc_ids and view.resolve(whole) == doc
+    # every boundary the view allows is a character boundary
+    offsets = [0]
+    for piece in view.token_pieces:
+        offsets.append(offsets[-1] + len(piece))
+    data = doc.encode()
+    inside = [t for t in range(view.upper) if (data[offsets[t]] & 0xC0) == 0x80]
+    assert inside, "the document must have tokens that start inside a character"
+    for t in range(view.upper):
+        starts_char = offsets[t] == len(data) or (data[offsets[t]] & 0xC0) != 0x80
+        assert view.indices.can_start(str(t), True) == starts_char, t
+
+
+@pytest.mark.parametrize("bad, message", [(b"x".decode() + "\ud800", "not valid Unicode"), (None, "must be a str")])
+def test_a_bad_document_is_an_input_error(adapter, bad, message):
+    with pytest.raises(InputError, match=message):
+        DocumentView(bad, adapter)
