@@ -143,13 +143,17 @@ class CopyIndices:
     @classmethod
     def for_tokens(cls, pieces: Sequence[bytes]) -> "CopyIndices":
         """Tokens ``0..T-1`` of a document given by its per-token bytes."""
-        starts, ends = [], []
-        for piece in pieces:
-            # A continuation byte (0b10xxxxxx) cannot begin a character.
-            starts.append(not piece or piece[0] & 0xC0 != 0x80)
-        for k in range(len(pieces)):
-            ends.append(starts[k + 1] if k + 1 < len(pieces) else True)
-        return cls(0, len(pieces) - 1, starts, ends)
+        # A continuation byte (0b10xxxxxx) cannot begin a character.
+        return cls.for_token_count(len(pieces), inside_characters(pieces))
+
+    @classmethod
+    def for_token_count(cls, count: int, inside: Sequence[int] = ()) -> "CopyIndices":
+        """Tokens ``0..count-1``, where the tokens ``inside`` start inside a character
+        (no copy starts at one, or ends just before one)."""
+        bad = set(inside)
+        starts = [k not in bad for k in range(count)]
+        ends = [starts[k + 1] if k + 1 < count else True for k in range(count)]
+        return cls(0, count - 1, starts, ends)
 
     def after(self, end: int) -> "CopyIndices":
         """The same bounds with starts only past ``end`` (a monotone program's next copy)."""
@@ -202,6 +206,11 @@ class CopyIndices:
         if counts is None:
             return True
         return bool(counts[b - self.lo + 1] - counts[a - self.lo] > 0)
+
+
+def inside_characters(pieces: Sequence[bytes]) -> list[int]:
+    """The tokens (by their bytes) that start inside a UTF-8 character."""
+    return [k for k, piece in enumerate(pieces) if piece and piece[0] & 0xC0 == 0x80]
 
 
 def _counts(flags: Sequence[bool] | None, size: int) -> np.ndarray | None:

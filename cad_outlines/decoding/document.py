@@ -16,7 +16,7 @@ from ..language import syntax
 from ..language.grammar import Granularity
 from ..language.program import Copy, CopyTokens, Op
 from ..language.resolver import resolve
-from .constraint import CopyIndices
+from .constraint import CopyIndices, inside_characters
 
 __all__ = ["DocumentView"]
 
@@ -61,12 +61,17 @@ class DocumentView:
         return self.adapter.token_pieces(self.document)
 
     @cached_property
+    def inside(self) -> list[int]:
+        """The document tokens that start inside a character (none for line programs)."""
+        return [] if self.granularity == "lines" else inside_characters(self.token_pieces)
+
+    @cached_property
     def indices(self) -> CopyIndices:
         """Where copies may start and end: every line, or every token boundary that is
         also a character boundary (a token copy never splits a character)."""
         if self.granularity == "lines":
             return CopyIndices.for_lines(self.upper)
-        return CopyIndices.for_tokens(self.token_pieces)
+        return CopyIndices.for_token_count(self.upper, self.inside)
 
     def span_ids(self, op: Op) -> list[int]:
         """The ids a copy op splices into the context (the adapter's layout rule for lines)."""

@@ -406,6 +406,8 @@ class _Session:
             return self._finish()
         args: dict[str, Any] = {"upper": self.upper, "granularity": self.granularity,
                                 "replay": list(self.program_ids), "eos": self.adapter.eos_token_id}
+        if self.view.inside:  # the engine-side constraint keeps token copies whole characters too
+            args["inside"] = self.view.inside
         if self.forced is not None:
             args["force"] = self.forced[len(self.program_ids):]
         editor = self.editor
