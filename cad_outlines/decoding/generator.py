@@ -35,7 +35,7 @@ from .constraint import LoopConstraint, ProgramConstraint, Unconstrained
 from .document import DocumentView
 from .drafting import DraftBudget, Drafter, DraftKind, ForwardCost, PendingDraft
 from .forcing import ForcedText
-from ..errors import CaDError, InputError
+from ..errors import CaDError
 from ..language.grammar import Granularity, load_grammar, specialize
 from ..language.program import Copy, CopyTokens, Op
 from .prompts import Prompt, PromptTemplate, as_messages
@@ -44,7 +44,7 @@ from .sampler import SAMPLING_OPTIONS, OptionError, Sampler, SamplingOptions
 from .streaming import DocumentStream
 # Re-exported: the result types and the loop's errors live in .results.
 from .results import (CaDResult, CaDStats, ContextLengthError, ForcedProgramError,  # noqa: F401
-                      IncompleteProgramError, ProgressCallback)
+                      IncompleteProgramError, ProgressCallback, UnsupportedModelError, check_model)
 
 
 #: The longest draft appended to one forward (``<program><copy lines="1-1234`` is 13
@@ -55,30 +55,6 @@ MAX_DRAFT_TOKENS = 16
 #: Options every call accepts (``editor(prompt, temperature=0.7)``); the constructor's
 #: values are the defaults.
 CALL_OPTIONS: tuple[str, ...] = ("max_new_tokens", *SAMPLING_OPTIONS)
-
-
-class UnsupportedModelError(InputError, TypeError):
-    """A model the generator cannot drive; the message names the supported kind."""
-
-
-def check_model(model: Any) -> None:
-    """Raise :class:`UnsupportedModelError` unless ``model`` is an Outlines transformers model.
-
-    The decode loop runs the model's forward itself (to splice copies into its KV cache)
-    and reads its Hugging Face tokenizer, so it needs ``outlines.from_transformers``'s
-    model; llama.cpp, vLLM, MLX, API models and a bare Hugging Face model are refused.
-    """
-    from outlines.models.transformers import Transformers
-
-    if isinstance(model, Transformers) and hasattr(model, "hf_tokenizer"):
-        return
-    kind = f"{type(model).__module__}.{type(model).__qualname__}"
-    hint = ""
-    if hasattr(model, "generate") and hasattr(model, "config"):  # a bare transformers model
-        hint = " Wrap a Hugging Face model first: outlines.from_transformers(hf_model, hf_tokenizer)."
-    raise UnsupportedModelError(
-        f"CaD editing supports Outlines transformers models only "
-        f"(outlines.from_transformers(hf_model, hf_tokenizer)); got {kind}.{hint}")
 
 
 class CaDGenerator(SteerableGenerator):

@@ -13,7 +13,7 @@ from ..errors import InputError, ModelOutputError
 from ..language.program import Op
 
 __all__ = ["CaDResult", "CaDStats", "ContextLengthError", "ForcedProgramError", "IncompleteProgramError",
-           "ProgressCallback"]
+           "ProgressCallback", "UnsupportedModelError", "check_model"]
 
 
 class IncompleteProgramError(ModelOutputError, RuntimeError):
@@ -98,3 +98,27 @@ class CaDResult:
 
 #: A progress display: called with the live stats (see :meth:`CaDGenerator.run`).
 ProgressCallback = Callable[["CaDStats"], None]
+
+
+class UnsupportedModelError(InputError, TypeError):
+    """A model the generator cannot drive; the message names the supported kind."""
+
+
+def check_model(model: Any) -> None:
+    """Raise :class:`UnsupportedModelError` unless ``model`` is an Outlines transformers model.
+
+    The decode loop runs the model's forward itself (to splice copies into its KV cache)
+    and reads its Hugging Face tokenizer, so it needs ``outlines.from_transformers``'s
+    model; llama.cpp, vLLM, MLX, API models and a bare Hugging Face model are refused.
+    """
+    from outlines.models.transformers import Transformers
+
+    if isinstance(model, Transformers) and hasattr(model, "hf_tokenizer"):
+        return
+    kind = f"{type(model).__module__}.{type(model).__qualname__}"
+    hint = ""
+    if hasattr(model, "generate") and hasattr(model, "config"):  # a bare transformers model
+        hint = " Wrap a Hugging Face model first: outlines.from_transformers(hf_model, hf_tokenizer)."
+    raise UnsupportedModelError(
+        f"CaD editing supports Outlines transformers models only "
+        f"(outlines.from_transformers(hf_model, hf_tokenizer)); got {kind}.{hint}")
