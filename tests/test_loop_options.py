@@ -93,3 +93,27 @@ def test_decoding_stops_at_the_models_context_instead_of_running_past_it(tiny_mo
         assert result.stats.stop_reason == "context", result.program
         assert not result.complete and result.document is None
         assert sum(widths) <= limit  # no forward ever reached past the last position
+
+
+def test_the_generator_holds_one_sampling_object_and_one_switches_object(tiny_model):
+    from cad_outlines.decoding.generator import UnsupportedModelError
+    from cad_outlines.decoding.options import LoopSwitches
+    from cad_outlines.decoding.sampler import SamplingOptions
+
+    model = tiny_model("tiny-qwen")
+    gen = CaDGenerator(model, DOC, temperature=0.5, top_k=3, seed=7, draft_tags=False)
+    assert gen.sampling == SamplingOptions(temperature=0.5, top_k=3, seed=7)
+    assert gen.switches == LoopSwitches(draft_tags=False)
+    gen.temperature, gen.splice = 0.0, False  # attributes write through, checked at once
+    assert gen.sampling.temperature == 0.0 and gen.switches.splice is False
+    with pytest.raises(OptionError, match="top_p"):
+        gen.top_p = 0.0
+    assert gen.sampling.top_p == 1.0  # a refused value leaves the object as it was
+    # a per-call option overrides the held object for that call only
+    assert gen._call_options({"top_k": 5})[1].top_k == 5 and gen.sampling.top_k == 3
+    # without a model the core runs on a tokenizer and a runner, both required
+    with pytest.raises(UnsupportedModelError, match="tokenizer= .*runner="):
+        CaDGenerator(None, DOC, tokenizer=model.hf_tokenizer)
+    bare = CaDGenerator(None, DOC, tokenizer=model.hf_tokenizer, runner=gen.runner)
+    forced = '<program><copy lines="1-13"/></program>'
+    assert bare.run("x", force_program=forced).document == gen.run("x", force_program=forced).document == DOC

@@ -157,7 +157,8 @@ def compile_grammar(source: Any, upper: int, granularity: Granularity = "lines")
                            time.perf_counter() - start)
 
 
-def tokenizer_setup_seconds(model: Any) -> float:
-    """Seconds the first use of ``model``'s tokenizer cost (0.0 if never measured)."""
-    side = _SIDES.get(tokenizer_facts(model.hf_tokenizer))
+def tokenizer_setup_seconds(source: Any) -> float:
+    """Seconds the first use of a tokenizer cost (an Outlines model's or a bare one; 0.0
+    if never measured)."""
+    side = _SIDES.get(tokenizer_facts(getattr(source, "hf_tokenizer", source)))
     return side.setup_seconds if side is not None else 0.0

@@ -22,6 +22,7 @@ cache alone (a drafted token reaches the grammar only once it is chosen).
 from __future__ import annotations
 
 import time
+import dataclasses
 from functools import cached_property
 from typing import Any, Callable, Generator, Iterable, Iterator, Literal, Sequence
 
@@ -35,6 +36,7 @@ from .constraint import LoopConstraint, ProgramConstraint, Unconstrained
 from .document import DocumentView
 from .drafting import DraftBudget, Drafter, DraftKind, ForwardCost, PendingDraft
 from .forcing import ForcedText
+from .options import LoopSwitches, Through
 from ..errors import CaDError
 from ..language.grammar import Granularity, load_grammar, specialize
 from ..language.program import Copy, CopyTokens, Op
@@ -131,6 +133,9 @@ class CaDGenerator(SteerableGenerator):
         Opt-in cap on the tokens of one gen body: a body that reaches it stops the run
         (``stats.stopped_early``, ``stats.stop_reason == "max_gen_tokens"``), so a model
         re-typing the document in a gen ends early instead of spending the whole budget.
+    tokenizer
+        With ``model=None``: the Hugging Face tokenizer to run on, with ``runner`` as the
+        model side (the SFT row builder records the loop's forwards this way).
 
     Raises
     ------
@@ -144,6 +149,10 @@ class CaDGenerator(SteerableGenerator):
     >>> result = gen.run("rename foo to bar"); result.stats     # doctest: +SKIP
     """
 
+    # Each reads and writes one field of ``self.sampling`` / ``self.switches``.
+    temperature, top_p, top_k, min_p, repetition_penalty, seed = (Through("sampling") for _ in range(6))
+    splice, fast_forward, draft_tags, draft_lookup, forward_cost = (Through("switches") for _ in range(5))
+
     def __init__(self, model: Any, document: str, *, granularity: Granularity = "lines",
                  max_new_tokens: int = 2048, temperature: float = 0.0, top_p: float = 1.0,
                  top_k: int = 0, min_p: float = 0.0, repetition_penalty: float = 1.0,
@@ -153,8 +162,13 @@ class CaDGenerator(SteerableGenerator):
                  prompt_template: str | PromptTemplate | None = None, runner: Runner | None = None,
                  logits_processors: Sequence[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = (),
                  forward_cost: ForwardCost | None = None, monotone_copies: bool = False,
-                 max_gen_tokens: int | None = None):
-        check_model(model)
+                 max_gen_tokens: int | None = None, tokenizer: Any = None):
+        if model is None and (tokenizer is None or runner is None):
+            raise UnsupportedModelError("without a model, pass both tokenizer= (a Hugging Face tokenizer) "
+                                        "and runner= (the model side)")
+        if model is not None:
+            check_model(model)
+        hf_tokenizer = model.hf_tokenizer if model is not None else tokenizer
         if max_gen_tokens is not None and (not isinstance(max_gen_tokens, int) or max_gen_tokens < 1):
             raise OptionError(f"max_gen_tokens must be an integer >= 1 or None, got {max_gen_tokens!r}")
         self.monotone_copies, self.max_gen_tokens = bool(monotone_copies), max_gen_tokens
@@ -163,27 +177,28 @@ class CaDGenerator(SteerableGenerator):
         if mode not in ("strict", "clipped"):
             raise OptionError(f"mode must be 'strict' or 'clipped', got {mode!r}")
         self.model = model
-        self.hf_model = model.model
+        self.hf_model = model.model if model is not None else None
         self.document = document
         self.granularity = granularity
         self.max_new_tokens = max_new_tokens
-        self.temperature, self.top_p, self.top_k, self.min_p = temperature, top_p, top_k, min_p
-        self.repetition_penalty, self.seed = repetition_penalty, seed
-        self._call_options({})  # check the defaults now, not at the first call
-        self.splice, self.fast_forward, self.mode, self.trace_alpha = splice, fast_forward, mode, trace_alpha
-        self.draft_tags, self.draft_lookup = draft_tags, draft_lookup
+        #: The sampling defaults of every call (one checked object; the attributes write through).
+        self.sampling = SamplingOptions(temperature, top_p, top_k, min_p, repetition_penalty, seed)
+        self._call_options({})  # check the budget now, not at the first call
+        #: How the loop computes its output (the attributes write through).
+        self.switches = LoopSwitches(splice, fast_forward, draft_tags, draft_lookup, forward_cost)
+        self.mode, self.trace_alpha = mode, trace_alpha
         self.logits_processors = tuple(logits_processors)
-        self.forward_cost = forward_cost
         self.prompt_template = (prompt_template if prompt_template is None or isinstance(prompt_template, PromptTemplate)
                                 else PromptTemplate(prompt_template))
         if isinstance(adapter, Adapter):
-            adapter.check_tokenizer(model.hf_tokenizer)
+            adapter.check_tokenizer(hf_tokenizer)
             self.adapter = adapter
         else:
-            self.adapter = get_adapter(model.hf_tokenizer, adapter)
+            self.adapter = get_adapter(hf_tokenizer, adapter)
         #: The document's copy units, copy bounds, spliced ids and resolve call.
         self.view = DocumentView(document, self.adapter, granularity)
-        self.compiled: CompiledGrammar = compile_grammar(model, self.view.upper, granularity)
+        self.compiled: CompiledGrammar = compile_grammar(model if model is not None else hf_tokenizer,
+                                                         self.view.upper, granularity)
         #: The model side of the loop (:mod:`.runner`); benchmarks pass an observed one.
         self.runner: Runner = runner if runner is not None else TransformersRunner(self.hf_model)
 
@@ -318,11 +333,11 @@ class CaDGenerator(SteerableGenerator):
         if unknown:
             raise TypeError(f"{type(self).__name__}: unknown option(s) {', '.join(map(repr, unknown))}; "
                             f"the options are {', '.join(CALL_OPTIONS)}")
-        values = {name: overrides.get(name, getattr(self, name)) for name in CALL_OPTIONS}
-        budget = values.pop("max_new_tokens")
+        budget = overrides.get("max_new_tokens", self.max_new_tokens)
         if not isinstance(budget, int) or budget < 1:
             raise OptionError(f"max_new_tokens must be an integer >= 1, got {budget!r}")
-        return budget, SamplingOptions(**values)
+        sampling = {name: overrides[name] for name in SAMPLING_OPTIONS if name in overrides}
+        return budget, dataclasses.replace(self.sampling, **sampling) if sampling else self.sampling
 
     def _stream_text(self, prompt: Prompt, force_program: str | Sequence[Op] | None,
                      options: tuple[int, SamplingOptions]) -> Iterator[str]:
@@ -367,7 +382,7 @@ class CaDGenerator(SteerableGenerator):
         start_time = time.perf_counter()
         max_new_tokens, sampling = options
         stats = CaDStats(compile_seconds=self.compiled.compile_seconds,
-                         tokenizer_setup_seconds=tokenizer_setup_seconds(self.model))
+                         tokenizer_setup_seconds=tokenizer_setup_seconds(self.adapter.tokenizer))
         constraint: LoopConstraint = (
             ProgramConstraint(self.compiled, self.view.indices, self.monotone_copies) if constrained
             else Unconstrained(self.compiled, self.adapter.eos_token_id))

@@ -55,6 +55,7 @@ from ..adapters import Adapter, get_adapter, load_tokenizer
 from ..decoding.compiling import compile_grammar
 from ..decoding.constraint import ProgramConstraint
 from ..decoding.document import DocumentView
+from ..decoding.sampler import SamplingOptions
 from ..decoding.forcing import ForcedText
 from ..decoding.results import CaDResult, CaDStats, ForcedProgramError, IncompleteProgramError
 from ..language.grammar import Granularity
@@ -187,8 +188,7 @@ class VLLMEditor:
             raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        if temperature < 0 or not 0 < top_p <= 1:
-            raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
+        SamplingOptions(temperature=temperature, top_p=top_p, seed=seed)  # the loop's checks, same messages
         if not isinstance(engine, (LLM, AsyncLLM)) and isinstance(getattr(engine, "model", None), LLM):
             engine = engine.model  # Outlines' VLLMOffline wraps an LLM
         if not isinstance(engine, (LLM, AsyncLLM)):

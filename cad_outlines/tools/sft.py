@@ -141,17 +141,13 @@ class RowBuilder:
 
     def __init__(self, tokenizer: Any, granularity: Granularity = "lines",
                  adapter: str | Adapter | None = None):
-        from outlines.models.transformers import Transformers
-
         if granularity not in ("lines", "tokens"):
             raise SFTError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
         self.tokenizer = tokenizer
         self.granularity: Granularity = granularity
         self.adapter = adapter if isinstance(adapter, Adapter) else get_adapter(tokenizer, adapter)
+        # No model: the recording runner stands in for the forwards.
         self._runner = _RecordingRunner(max(len(tokenizer), self.adapter.facts.vocab_size))
-        # The Outlines wrapper carries the tokenizer to the grammar compiler; no model is
-        # needed behind it, the recording runner stands in for the forwards.
-        self._model = Transformers(None, tokenizer)
 
     def oracle(self, doc: str, gold: str, *, cost_aware: bool = False, min_span: int = 8) -> list[Op]:
         """The oracle program of ``doc -> gold`` at this builder's granularity."""
@@ -182,7 +178,7 @@ class RowBuilder:
 
         text = target if isinstance(target, str) else program.render(target)
         self._runner.fed = []
-        gen = CaDGenerator(self._model, doc, granularity=self.granularity, adapter=self.adapter,
+        gen = CaDGenerator(None, doc, tokenizer=self.tokenizer, granularity=self.granularity, adapter=self.adapter,
                            max_new_tokens=1 << 30, draft_tags=False, runner=self._runner)
         try:
             result = gen.run(instruction, force_program=text)
