@@ -377,10 +377,15 @@ def test_forward_cost_interpolates_and_prices_logit_rows(tmp_path):
     path = tmp_path / "cost.json"
     cost.save(path)
     assert ForwardCost.load(path) == cost
+    from cad_outlines.bench.kernel import forward_cost_of
+
     kernel = {"n": [1, 2, 4], "t_pp_keep1": [1, 2, 3], "t_pp_full": [1, 2, 4],
               "t_pp_keep1_cpu": [0.1, 0.1, 0.3], "t_pp_full_cpu": [0.1, 0.12, 0.5]}
-    assert ForwardCost.from_kernel(kernel) == cost  # process CPU time where the record has it
-    (tmp_path / "kernel.json").write_text(__import__("json").dumps(kernel))
+    assert forward_cost_of(kernel) == cost  # process CPU time where the record has it
+    (tmp_path / "old.json").write_text(__import__("json").dumps(kernel))
+    with pytest.raises(KeyError, match="run bench kernel again"):
+        ForwardCost.load(tmp_path / "old.json")  # the product reads no bench keys
+    (tmp_path / "kernel.json").write_text(__import__("json").dumps({**kernel, "forward_cost": cost.to_dict()}))
     assert ForwardCost.load(tmp_path / "kernel.json") == cost
     with pytest.raises(ValueError, match="rise strictly from 1"):
         ForwardCost((2, 4), (0.1, 0.2), (0.1, 0.2))

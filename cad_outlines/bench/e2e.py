@@ -74,7 +74,7 @@ from ..language.resolver import resolve
 from . import _common
 from ._loop import clocked_generator, cpu_run, regen_baseline
 from .bounds import KernelCurve, compute_bounds, kernel_from_dict
-from .kernel import KernelConfig, measure_kernel
+from .kernel import KernelConfig, forward_cost_of, measure_kernel
 from .pld import PLDSetting, plain_prompt_ids, run_pld
 
 __all__ = ["E2EConfig", "ForcingProcessor", "build_model", "kernel_config", "report_from_checkpoint",
@@ -349,7 +349,7 @@ def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
         kernel = kernel_from_dict(kernel_record)
         curve = kernel.curve("keep1")
         cpu_curve, cpu_tau = _cpu_kernel(kernel_record)
-        forward_cost = ForwardCost.from_kernel(kernel_record)
+        forward_cost = forward_cost_of(kernel_record)
         # Warm-up: every path once on a 4-line edit (first-call costs of transformers'
         # generate, Outlines' processor and our loop are not the cases' to pay).
         run_case(model, Case("warm-up", "a = 1\nb = 2\nc = 3\n", "a = 1\nb = 5\nc = 3\n"),

@@ -40,6 +40,7 @@ from ..decoding.generator import MAX_DRAFT_TOKENS, CaDGenerator
 from ..language.program import Copy, Gen, render
 from ..decoding.sampler import Sampler, SamplingOptions
 from ..language.syntax import COPY_START, COPY_TAG_RE, GEN_OPEN, PROGRAM_CLOSE
+from ..decoding.drafting import ForwardCost
 from . import _common
 from ._loop import tag_shape
 from .bounds import KERNEL_KIND, FixedCosts, KernelCurve, m_star, m_star_exact
@@ -206,7 +207,7 @@ def measure_kernel(model: Any, cfg: KernelConfig, progress: bool = True) -> dict
         cpu = {"t_ar_cpu": c_ar, "t_pp_keep1_cpu": c_keep1, "t_pp_full_cpu": c_full,
                "s_keep1_cpu": [a / p for a, p in zip(c_ar, c_keep1)],
                "s_full_cpu": [a / p for a, p in zip(c_ar, c_full)]}
-    return {
+    record = {
         "kind": KERNEL_KIND,
         "version": 1,
         "preset": cfg.preset,
@@ -235,6 +236,20 @@ def measure_kernel(model: Any, cfg: KernelConfig, progress: bool = True) -> dict
         "loop_overhead_fraction": costs.loop_overhead_fraction,
         "env": _common.environment(threads=cfg.threads),
     }
+    record["forward_cost"] = forward_cost_of(record).to_dict()
+    return record
+
+
+def forward_cost_of(record: dict[str, Any]) -> ForwardCost:
+    """The :class:`ForwardCost` a kernel record measured: its process-CPU-time curves where
+    it has them (on a shared CPU they measure the forwards' own work), else wall time.
+    Records written before ``forward_cost`` was stored are read from their curves."""
+    if "forward_cost" in record:
+        return ForwardCost.from_dict(record["forward_cost"])
+    cpu = "t_pp_keep1_cpu" in record
+    keep1 = record["t_pp_keep1_cpu" if cpu else "t_pp_keep1"]
+    full = record["t_pp_full_cpu" if cpu else "t_pp_full"]
+    return ForwardCost(tuple(record["n"]), tuple(keep1), tuple(full))
 
 
 def _sync_fn(device: torch.device):

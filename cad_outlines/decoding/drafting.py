@@ -272,26 +272,31 @@ class ForwardCost:
         keep1, full = np.asarray(self.keep1, dtype=float), np.asarray(self.full, dtype=float)
         return n, keep1, np.maximum((full - keep1) / n, 0.0)
 
+    def to_dict(self) -> dict[str, list]:
+        """The curve as plain JSON: ``{"widths", "keep1", "full"}``."""
+        return {"widths": list(self.widths), "keep1": list(self.keep1), "full": list(self.full)}
+
     @classmethod
-    def from_kernel(cls, record: Mapping[str, Any]) -> "ForwardCost":
-        """The curve of a ``bench kernel`` record: its process-CPU-time curves where it has
-        them (on a shared CPU they measure the forwards' own work), else wall time."""
-        cpu = "t_pp_keep1_cpu" in record
-        keep1 = record["t_pp_keep1_cpu" if cpu else "t_pp_keep1"]
-        full = record["t_pp_full_cpu" if cpu else "t_pp_full"]
-        return cls(tuple(record["n"]), tuple(keep1), tuple(full))
+    def from_dict(cls, record: Mapping[str, Any]) -> "ForwardCost":
+        """The curve of :meth:`to_dict`'s form."""
+        return cls(tuple(record["widths"]), tuple(record["keep1"]), tuple(record["full"]))
 
     @classmethod
     def load(cls, path: str | Path) -> "ForwardCost":
-        """A curve saved by :meth:`save` or a ``bench kernel`` JSON record."""
+        """A curve saved by :meth:`save`, or the ``forward_cost`` of a ``bench kernel`` record."""
         record = json.loads(Path(path).read_text(encoding="utf-8"))
-        if "widths" in record:
-            return cls(tuple(record["widths"]), tuple(record["keep1"]), tuple(record["full"]))
-        return cls.from_kernel(record)
+        if not isinstance(record, dict):
+            raise ValueError("expected a JSON object")
+        if "widths" not in record and "forward_cost" in record:
+            record = record["forward_cost"]
+        elif "widths" not in record:
+            raise KeyError("neither a saved ForwardCost nor a bench kernel record with 'forward_cost' "
+                           "(records written before it was added: run bench kernel again)")
+        return cls.from_dict(record)
 
     def save(self, path: str | Path) -> None:
         """Write the curve as JSON (atomically)."""
-        atomic_write(path, json.dumps({"widths": self.widths, "keep1": self.keep1, "full": self.full}))
+        atomic_write(path, json.dumps(self.to_dict()))
 
     @classmethod
     def measure(cls, runner: Any, widths: Sequence[int] = tuple(range(1, 18)), prefix: int = 256,
