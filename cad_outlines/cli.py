@@ -442,7 +442,8 @@ def _emit_edit(args: argparse.Namespace, outcome: Any) -> int:
         print(result.program, file=sys.stderr)
     if result is not None and args.verbose:
         stats = result.stats
-        print(f"{name}: {stats.prompt_tokens} prompt, {stats.decoded_tokens} decoded, "
+        print(f"{name}: {stats.prompt_tokens} prompt ({stats.prompt_tokens_reused} reused), "
+              f"{stats.decoded_tokens} decoded, "
               f"{stats.forced_tokens} forced, {stats.copied_tokens} copied tokens; "
               f"{stats.forward_passes} forward passes; {stats.total_seconds:.2f} s", file=sys.stderr)
     summary = outcome.summary

@@ -44,3 +44,46 @@ def test_dccd_and_the_kernel_go_through_the_runner_seam(tiny_model):
     before = len(seen)
     logits = runner.forward_tensor(torch.tensor([[1, 2, 3]]), runner.new_cache(), 0)
     assert logits.shape[1] == 3 and seen[before:] == [(3, 0)]
+
+
+def test_a_kept_prompt_prefix_is_reused_and_gives_the_same_logits(tiny_model):
+    model = tiny_model("tiny-qwen")
+    plain = TransformersRunner(model.model)
+    kept = TransformersRunner(model.model, prefix_cache=True)
+    first, second = [100, 2000, 30000, 400, 5, 6], [100, 2000, 30000, 77, 8]
+    kept.forward(first, kept.new_cache())
+    assert kept.reused == 0  # nothing kept before the first prompt
+    cache = kept.new_cache()
+    logits = kept.forward(second, cache, rows=2)
+    assert kept.reused == 3 and cache.get_seq_length() == len(second)
+    assert torch.allclose(logits, plain.forward(second, plain.new_cache(), rows=2), atol=1e-4)
+    # the same prompt again: all but the rows asked for come from the kept KV
+    again = kept.new_cache()
+    assert torch.allclose(kept.forward(second, again), plain.forward(second, plain.new_cache()), atol=1e-4)
+    assert kept.reused == len(second) - 1
+    # decoding on after a reuse, cropping, a prompt with nothing in common: all as without it
+    step = kept.forward([9, 10], again, rows=2)
+    assert torch.allclose(step[-1], plain.forward(second + [9, 10], plain.new_cache()), atol=1e-4)
+    kept.crop(again, 2)
+    assert again.get_seq_length() == len(second)
+    kept.forward([5, 4, 3], kept.new_cache())
+    assert kept.reused == 0
+
+
+def test_editing_several_files_reuses_the_shared_prompt_prefix(tiny_model):
+    from cad_outlines.tools.edit import EditOptions, edit_with_transformers
+
+    model = tiny_model("tiny-qwen")
+    docs = {f"f{k}.py": f"a = {k}\nb = {k + 1}\nc = {k + 2}\n" for k in range(3)}
+    forced = '<program><copy lines="1-1"/><gen>\nb = 0\n</gen><copy lines="3-4"/></program>'
+    outcomes = list(edit_with_transformers(model, docs, "set b to 0", EditOptions(), forced=forced))
+    assert [o.result.document for o in outcomes] == [d.replace(d.splitlines()[1], "b = 0") for d in docs.values()]
+    reused = [o.result.stats.prompt_tokens_reused for o in outcomes]
+    # the chat header, the instruction and the format statement are shared; the numbered
+    # documents differ from their second character on
+    assert reused[0] == 0 and min(reused[1:]) > 50 and all(r < o.result.stats.prompt_tokens
+                                                           for r, o in zip(reused, outcomes))
+    greedy = list(edit_with_transformers(model, docs, "set b to 0", EditOptions(max_new_tokens=24)))
+    alone = [next(edit_with_transformers(model, {n: d}, "set b to 0", EditOptions(max_new_tokens=24)))
+             for n, d in docs.items()]
+    assert [o.result.program for o in greedy] == [o.result.program for o in alone]

@@ -412,6 +412,7 @@ class CaDGenerator(SteerableGenerator):
         clock = time.perf_counter()
         logits = self._forward_drafted(prompt_ids, proposal, kind, cache, draft)
         stats.prefill_seconds = time.perf_counter() - clock
+        stats.prompt_tokens_reused = getattr(self.runner, "reused", 0)
         stats.forward_passes += 1
 
         while not constraint.done:

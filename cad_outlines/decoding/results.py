@@ -55,6 +55,7 @@ class CaDStats:
     """
 
     prompt_tokens: int = 0
+    prompt_tokens_reused: int = 0  # taken from the runner's kept prompt prefix (not computed)
     decoded_tokens: int = 0
     forced_tokens: int = 0
     copied_tokens: int = 0

@@ -59,10 +59,20 @@ class TransformersRunner:
     ----------
     hf_model
         A ``transformers`` causal LM (``outlines_model.model`` for an Outlines model).
+    prefix_cache
+        Keep the KV of the last prompt: the first forward into a fresh cache then computes
+        only what follows the longest prefix it shares with that prompt (the chat header,
+        the instruction and the format statement when several files get one instruction).
+        ``reused`` says how many positions the last prefill took from it. Off by default:
+        reused positions give logits equal to a full prefill's up to float rounding.
     """
 
-    def __init__(self, hf_model: Any):
+    def __init__(self, hf_model: Any, prefix_cache: bool = False):
         self.model = hf_model
+        self.prefix_cache = prefix_cache
+        #: Positions the last prefill reused from the previous prompt (``prefix_cache``).
+        self.reused = 0
+        self._kept: tuple[list[int], list[tuple[torch.Tensor, torch.Tensor]]] | None = None
         self.device: torch.device = next(hf_model.parameters()).device
         self.vocab_size: int = hf_model.get_output_embeddings().weight.shape[0]
         config = hf_model.config
@@ -81,9 +91,14 @@ class TransformersRunner:
         return DynamicCache(config=self.model.config)
 
     def forward(self, ids: Sequence[int], cache: Any, rows: int = 1) -> torch.Tensor:
+        ids = list(ids)
+        prefill = self.prefix_cache and cache.get_seq_length() == 0
+        skip = self._reuse(ids, cache, rows) if prefill else 0
         with torch.inference_mode():
-            out = self.model(input_ids=torch.tensor([list(ids)], device=self.device),
+            out = self.model(input_ids=torch.tensor([ids[skip:]], device=self.device),
                              use_cache=True, logits_to_keep=rows, **{self._cache_kw: cache})
+        if prefill:
+            self._keep(ids, cache)
         if rows == 1:
             return out.logits[0, -1].float().cpu()
         return out.logits[0, -rows:].float().cpu()
@@ -91,6 +106,33 @@ class TransformersRunner:
     def crop(self, cache: Any, n: int) -> None:
         if n:
             cache.crop(-n)  # a negative crop removes that many tokens
+
+    def _reuse(self, ids: list[int], cache: Any, rows: int) -> int:
+        """Fill the empty ``cache`` with the kept prompt's KV over the prefix it shares with
+        ``ids`` (leaving at least ``rows`` ids to compute); the number of positions filled."""
+        self.reused = 0
+        if self._kept is None:
+            return 0
+        kept_ids, layers = self._kept
+        limit = min(len(kept_ids), len(ids) - rows)
+        n = 0
+        while n < limit and kept_ids[n] == ids[n]:
+            n += 1
+        if n == 0:
+            return 0
+        for index, (keys, values) in enumerate(layers):
+            cache.update(keys[..., :n, :], values[..., :n, :], index)
+        self.reused = n
+        return n
+
+    def _keep(self, ids: list[int], cache: Any) -> None:
+        # DynamicLayer.update concatenates into new tensors and crop re-slices, so these
+        # references keep this prompt's KV whatever later happens to the cache.
+        layers = getattr(cache, "layers", None)
+        if not layers or any(type(layer).__name__ != "DynamicLayer" for layer in layers):
+            self._kept = None  # sliding-window or other layers: no reuse
+            return
+        self._kept = (ids, [(layer.keys, layer.values) for layer in layers])
 
     def forward_batch(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                       position_ids: torch.Tensor, cache: Any) -> tuple[torch.Tensor, Any]:
@@ -135,6 +177,11 @@ class ObservedRunner:
 
     def new_cache(self) -> Any:
         return self.inner.new_cache()
+
+    @property
+    def reused(self) -> int:
+        """The inner runner's ``reused`` (0 when it keeps no prompt prefix)."""
+        return getattr(self.inner, "reused", 0)
 
     def forward(self, ids: Sequence[int], cache: Any, rows: int = 1) -> torch.Tensor:
         clock = time.perf_counter()
