@@ -155,7 +155,7 @@ def _add_bench_quality(bench: argparse._SubParsersAction) -> None:
                     "run: exact match, complete, valid, copies in range, forwards and process CPU "
                     "seconds per edit, by edit kind and corpus; greedy, and sampled for some "
                     "configurations. See docs/learn.md. Configurations: " + ", ".join(CONFIGS) + ".")
-    p.add_argument("--configs", default=None, metavar="A,B,...", help="configurations to run (default: all)")
+    p.add_argument("--configs", default=None, metavar="A,B,...", help="configurations to run (default: all but the regen_pld rows)")
     p.add_argument("--sampled", default="cad,regen", metavar="A,B,...",
                    help="configurations also sampled (temperature 0.7, --seeds); '' for none")
     p.add_argument("--seeds", default="0,1,2", metavar="S1,S2,...", help="seeds of the sampled runs")
@@ -177,6 +177,9 @@ def _run_bench_quality(args: argparse.Namespace) -> int:
     from cad_outlines.bench.quality import CONFIGS, QualityConfig, format_table, load_eval_cases, run
     from cad_outlines.files import atomic_write
 
+    pld = [n for n in name_list("--sampled", args.sampled, CONFIGS) if CONFIGS[n][1] == "pld"]
+    if pld:
+        raise UsageError(f"--sampled: {', '.join(pld)} run greedy only (PLD verifies greedy drafts)")
     cfg = QualityConfig(sampled=name_list("--sampled", args.sampled, CONFIGS),
                         seeds=int_list("--seeds", args.seeds, minimum=0), limit=args.limit,
                         sampled_limit=args.sampled_limit, threads=args.threads, cad_budget=args.budget)

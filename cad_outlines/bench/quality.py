@@ -15,7 +15,13 @@ text           ``smollm2-135m``            text mode: the CaD prompt, free gener
                                            :func:`~cad_outlines.tools.text.apply_reply`
 cad_monotone   ``smollm2-135m``            CaD with ``monotone_copies``
 base_guarded   ``smollm2-135m-base``       CaD with ``monotone_copies`` and a gen cap
+regen_pld10    ``smollm2-135m-regen``      prompt lookup (k=10, n=2) over the regen
+regen_pld20    ``smollm2-135m-regen``      model's own greedy output (k=20, n=3)
 =============  ==========================  =========================================
+
+The PLD rows clock transformers' prompt-lookup drafting verified against the regeneration
+model's own greedy reply (what greedy PLD produces): its output is regeneration's, only
+the forwards differ. Opt-in (``--configs``).
 
 Per run: exact match, complete, valid (a complete program parses and resolves
 strictly), copies in range (``1 <= i <= j <= n``), forwards, process CPU seconds (one
@@ -45,7 +51,7 @@ from ._common import environment, progress
 from ._loop import clocked_generator, cpu_run
 from .fuzz import check_result
 
-__all__ = ["CONFIGS", "QualityConfig", "format_table", "load_eval_cases", "run"]
+__all__ = ["CONFIGS", "DEFAULT_CONFIGS", "QualityConfig", "format_table", "load_eval_cases", "run"]
 
 #: configuration -> (preset, method, generator options)
 CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
@@ -56,14 +62,19 @@ CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "text": ("smollm2-135m", "text", {}),
     "cad_monotone": ("smollm2-135m", "cad", {"monotone_copies": True}),
     "base_guarded": ("smollm2-135m-base", "cad", {"monotone_copies": True, "max_gen_tokens": 96}),
+    "regen_pld10": ("smollm2-135m-regen", "pld", {"k": 10, "n": 2}),
+    "regen_pld20": ("smollm2-135m-regen", "pld", {"k": 20, "n": 3}),
 }
+#: Configurations run unless ``--configs`` names others (the PLD rows are opt-in: they
+#: repeat the regeneration to learn the model's own output first).
+DEFAULT_CONFIGS = tuple(name for name in CONFIGS if not name.startswith("regen_pld"))
 
 
 @dataclass
 class QualityConfig:
     """What determines a run (reported with the results)."""
 
-    configs: tuple[str, ...] = tuple(CONFIGS)
+    configs: tuple[str, ...] = DEFAULT_CONFIGS
     sampled: tuple[str, ...] = ("cad", "regen")
     seeds: tuple[int, ...] = (0, 1, 2)
     temperature: float = 0.7
@@ -123,6 +134,31 @@ def _run_generator(model: Any, case: Case, method: str, options: dict[str, Any],
             "forwards": st.forward_passes, "program_tokens": st.program_tokens,
             "prompt_tokens": st.prompt_tokens, "stop_reason": st.stop_reason, **cpu,
             "output": result.program[:2000]}
+
+
+def _run_pld(model: Any, case: Case, options: dict[str, Any], budget: int) -> dict[str, Any]:
+    """Prompt lookup over the model's own greedy regeneration (the plain prompt)."""
+    import torch
+
+    from .pld import PLDSetting, plain_prompt_ids, run_pld
+
+    tok = model.hf_tokenizer
+    prompt = plain_prompt_ids(tok, case.doc, case.meta["instruction"])
+    with torch.no_grad():  # the model's own reply: what greedy PLD verifies its drafts into
+        out = model.model.generate(torch.tensor([prompt]), max_new_tokens=budget, do_sample=False,
+                                   pad_token_id=tok.eos_token_id)
+    reply = out[0, len(prompt):].tolist()
+    if reply and reply[-1] == tok.eos_token_id:
+        reply = reply[:-1]
+    rec = run_pld(model.model, prompt, reply, PLDSetting(options["k"], options["n"]), tok.eos_token_id,
+                  budget)
+    document = tok.decode(reply, skip_special_tokens=True)
+    complete = len(reply) < budget
+    return {"exact": complete and document == case.gold, "complete": complete, "valid": complete,
+            "copies_in_range": True, "forwards": rec["forward_passes"], "program_tokens": rec["tokens"],
+            "prompt_tokens": rec["prompt_tokens"], "stop_reason": "" if complete else "max_new_tokens",
+            "cpu_total_seconds": rec["cpu_total_seconds"], "cpu_gen_seconds": rec["cpu_gen_seconds"],
+            "output": document[:2000]}
 
 
 def _run_text(model: Any, case: Case, budget: int, sampling: dict[str, Any]) -> dict[str, Any]:
@@ -212,6 +248,9 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
             for case in progress(subset, desc=f"{name} {label}", unit="edit"):
                 if method == "text":
                     rec = _run_text(model, case, cfg.cad_budget, sampling)
+                elif method == "pld":
+                    gold = len(model.hf_tokenizer.encode(case.gold, add_special_tokens=False))
+                    rec = _run_pld(model, case, options, gold + cfg.regen_margin)
                 else:
                     budget = (cfg.cad_budget if method == "cad" else
                               len(model.hf_tokenizer.encode(case.gold, add_special_tokens=False)) + cfg.regen_margin)
@@ -226,7 +265,7 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
 
 #: Relative cost of a configuration's runs (regeneration decodes the whole file), to
 #: balance ``jobs`` worker processes.
-_WEIGHT = {"base_regen": 3, "regen": 3, "base_cad": 2, "base_guarded": 2}
+_WEIGHT = {"base_regen": 3, "regen": 3, "base_cad": 2, "base_guarded": 2, "regen_pld10": 4, "regen_pld20": 4}
 
 
 def _split(configs: Sequence[str], sampled: Sequence[str], jobs: int) -> list[list[str]]:
