@@ -18,8 +18,8 @@ import traceback
 from typing import Any, Callable, Sequence
 
 from cad_outlines import cli_train
-from cad_outlines.arguments import (HelpFormatter, UsageError, add_ceiling_arguments, add_verbosity, load_cases,
-                                    positive, seed, status, temperature, top_p)
+from cad_outlines.arguments import HelpFormatter, UsageError, add_ceiling_arguments, add_verbosity, load_cases, positive
+from cad_outlines.arguments import seed as _seed, status as _status, temperature as _temperature, top_p as _top_p
 from cad_outlines.errors import CaDError, ModelOutputError
 from cad_outlines.language.syntax import COPY_CLOSE, COPY_OPEN, GEN_OPEN, TAG_START
 
@@ -291,7 +291,7 @@ def _run_demo(args: argparse.Namespace) -> int:
 
     show = wants_progress(args.quiet)
     real = args.preset in models.REAL_PRESETS
-    status(args, f"loading {args.preset} (real weights; the first run converts the GGUF, ~30 s) ..."
+    _status(args, f"loading {args.preset} (real weights; the first run converts the GGUF, ~30 s) ..."
             if real else f"building preset {args.preset} (random weights) ...")
     model = models.load(args.preset, device=args.device, dtype=args.dtype)
     regen_model = models.load(f"{args.preset}-regen", device=args.device, dtype=args.dtype) if real else None
@@ -339,10 +339,10 @@ def _add_edit(sub: argparse._SubParsersAction) -> None:
                    help="teacher-force this program file through the decode loop (tests, benchmarks)")
     p.add_argument("--max-new-tokens", type=positive, default=2048, metavar="N",
                    help="budget of program tokens (copied tokens are free)")
-    p.add_argument("--temperature", type=temperature, default=0.0, metavar="T",
+    p.add_argument("--temperature", type=_temperature, default=0.0, metavar="T",
                    help="0 is greedy; otherwise sample")
-    p.add_argument("--top-p", type=top_p, default=1.0, metavar="P", help="nucleus sampling mass")
-    p.add_argument("--seed", type=seed, default=0, help="sampling seed, an integer in [0, 2**63)")
+    p.add_argument("--top-p", type=_top_p, default=1.0, metavar="P", help="nucleus sampling mass")
+    p.add_argument("--seed", type=_seed, default=0, help="sampling seed, an integer in [0, 2**63)")
     p.add_argument("--forward-cost", metavar="COST.json", default=None,
                    help="the machine's forward cost by width: a `bench kernel` JSON or a saved "
                         "ForwardCost; drafts are cut to what pays for their width (worth it on "
@@ -396,7 +396,7 @@ def _run_edit(args: argparse.Namespace) -> int:
     if args.engine == "vllm":
         outcomes: Any = edit.edit_with_vllm(args.model, documents, instruction, options, forced=forced,
                                             engine_args=_vllm_engine_args(args), progress=show,
-                                            status=lambda m: status(args, m))
+                                            status=lambda m: _status(args, m))
     else:
         model = _load_edit_model(args)
         outcomes = edit.edit_with_transformers(model, documents, instruction, options, forced=forced,
@@ -414,7 +414,7 @@ def _load_edit_model(args: argparse.Namespace) -> Any:
     from cad_outlines.tools.edit import load_model
 
     return load_model(preset=args.preset, model=args.model, device=args.device, dtype=args.dtype,
-                      status=lambda m: status(args, m))
+                      status=lambda m: _status(args, m))
 
 
 def _vllm_engine_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -460,7 +460,7 @@ def _emit_edit(args: argparse.Namespace, outcome: Any) -> int:
     if not args.json:
         note = patch_note(name)
         if note:
-            status(args, f"note: {note}")
+            _status(args, f"note: {note}")
         _write_stdout(unified_diff(outcome.document, result.document, patch_header("a", name),
                                    patch_header("b", args.output or name)))
     return EXIT_OK

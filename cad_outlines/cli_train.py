@@ -11,7 +11,8 @@ import os
 import sys
 from typing import Callable
 
-from cad_outlines.arguments import UsageError, add_verbosity, positive, status
+from cad_outlines.arguments import UsageError, add_verbosity, positive
+from cad_outlines.arguments import status as _status
 
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
 
@@ -131,7 +132,7 @@ def _run_train(args: argparse.Namespace) -> int:
             bar.refresh()
 
         record = train_from_corpora(args.corpus, cfg, args.cases, args.output, log=log)
-    status(args, f"adapter written to {args.output}/adapter ({record['rows']} rows, "
+    _status(args, f"adapter written to {args.output}/adapter ({record['rows']} rows, "
                   f"{record['dropped_over_max_tokens']} dropped over --max-tokens; loss "
                   f"{record['loss_first_10pct']} -> {record['loss_last_10pct']})")
     return 0
