@@ -54,7 +54,7 @@ from ..errors import InputError
 from ..language.syntax import GEN_CLOSE, GEN_OPEN, split_lines
 from . import _common
 
-__all__ = ["ConstraintConfig", "FAMILIES", "format_constraint", "forced_ids", "run_constraint"]
+__all__ = ["ConstraintConfig", "FAMILIES", "format_constraint", "run_constraint"]
 
 #: Tokenizer family -> the random-weight preset that carries its fixture tokenizer.
 FAMILIES: dict[str, str] = {"qwen": "tiny-qwen", "deepseek-coder": "tiny-deepseek-coder",
@@ -236,6 +236,7 @@ def _measure_family(family: str, program_text: str, cfg: ConstraintConfig, send:
     from ..adapters import get_adapter
     from ..decoding.compiling import compile_grammar, tokenizer_setup_seconds
     from ..decoding.constraint import ProgramConstraint
+    from ..decoding.forcing import forced_ids
 
     send({"type": "phase", "what": "model load"})
     started = time.perf_counter()
@@ -288,24 +289,6 @@ def _measure_family(family: str, program_text: str, cfg: ConstraintConfig, send:
         send({"type": "phase", "what": f"agreement n={n}"})
         agreement = _agreement(compiled, index, ids, texts, vocab)
         send({"type": "size", "n": n, "data": {"llguidance": llg, "outlines_core": oc, "agreement": agreement}})
-
-
-def forced_ids(adapter: Any, program_text: str) -> list[int]:
-    """Token ids of a program as the generator forces it: one segment per copy tag end.
-
-    A copy tag ends on a token boundary in the decode loop (the splice follows it), so
-    the text is cut after every copy tag and each segment is tokenized on its own.
-    """
-    from ..language.syntax import COPY_TAG_RE
-
-    cuts = [m.end() for m in COPY_TAG_RE.finditer(program_text)] + [len(program_text)]
-    ids: list[int] = []
-    pos = 0
-    for cut in cuts:
-        if cut > pos:
-            ids.extend(adapter.encode(program_text[pos:cut]))
-        pos = cut
-    return ids
 
 
 def _llguidance_size(model: Any, n: int, ids: Sequence[int], regions: Sequence[str],

@@ -39,8 +39,9 @@ from ..errors import InputError
 from ..decoding.generator import MAX_DRAFT_TOKENS, CaDGenerator
 from ..language.program import Copy, Gen, render
 from ..decoding.sampler import Sampler, SamplingOptions
-from ..language.syntax import COPY_START, COPY_TAG_RE, GEN_OPEN, PROGRAM_CLOSE
+from ..language.syntax import COPY_START, GEN_OPEN, PROGRAM_CLOSE
 from ..decoding.drafting import ForwardCost
+from ..decoding.forcing import forced_ids
 from . import _common
 from ._loop import tag_shape
 from .bounds import KERNEL_KIND, FixedCosts, KernelCurve, m_star, m_star_exact
@@ -299,7 +300,7 @@ def _time_masks(gen: CaDGenerator) -> tuple[float, float]:
     for text, start in ((GEN_STATE, gen_open), (TAG_STATE, tag_open)):
         constraint = ProgramConstraint(gen.compiled)
         times = []
-        for tid in _program_ids(gen, text):
+        for tid in forced_ids(gen.adapter, text):
             if len(constraint.text) >= start:
                 clock = time.perf_counter()
                 allowed = constraint.allowed(gen.runner.vocab_size)
@@ -310,17 +311,6 @@ def _time_masks(gen: CaDGenerator) -> tuple[float, float]:
             raise RuntimeError(f"no state timed in {text!r}")
         out.append(statistics.median(times))
     return out[0], out[1]
-
-
-def _program_ids(gen: CaDGenerator, text: str) -> list[int]:
-    """Token ids of program text, with copy tags ending on a token boundary (as the
-    generator's forced programs are tokenized)."""
-    ids: list[int] = []
-    pos = 0
-    for tag in COPY_TAG_RE.finditer(text):
-        ids += gen.adapter.encode(text[pos:tag.end()])
-        pos = tag.end()
-    return ids + gen.adapter.encode(text[pos:])
 
 
 # --- reporting ----------------------------------------------------------------------------

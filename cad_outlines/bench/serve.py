@@ -421,7 +421,8 @@ def splice_probe(llm: Any, editor: Any, edit: tuple[str, str], program_text: str
     """
     from ..decoding.compiling import compile_grammar
     from ..decoding.constraint import ProgramConstraint
-    from ..engines.vllm import EXTRA_KEY, _forced_ids
+    from ..decoding.forcing import forced_ids
+    from ..engines.vllm import EXTRA_KEY
     from ..language.program import Copy
 
     from vllm import SamplingParams
@@ -434,7 +435,7 @@ def splice_probe(llm: Any, editor: Any, edit: tuple[str, str], program_text: str
     context = adapter.prompt_ids(document, instruction)
     splices: list[tuple[list[int], list[int], list[int]]] = []  # (C, span, program so far)
     program_ids: list[int] = []
-    for token in _forced_ids(adapter, program_text):
+    for token in forced_ids(adapter, program_text):
         context.append(token)
         program_ids.append(token)
         for op in constraint.advance([token]):

@@ -14,7 +14,7 @@ from ..adapters import Adapter
 from ..language import syntax
 from .results import ForcedProgramError
 
-__all__ = ["ForcedText"]
+__all__ = ["ForcedText", "forced_ids"]
 
 
 @dataclass
@@ -58,3 +58,15 @@ class ForcedText:
                 self.queue.popleft()
         else:
             self.queue.clear()
+
+
+def forced_ids(adapter: Adapter, text: str) -> list[int]:
+    """The ids a forced program is decoded as: segment by segment, each ending at a copy
+    tag's end, exactly as the loop's teacher forcing tokenizes it (the vLLM driver's forced
+    requests and the benchmarks use this)."""
+    forced = ForcedText.from_text(adapter, text, segmented=True)
+    ids: list[int] = []
+    while (token := forced.next()) is not None:
+        forced.consume([token], adapter.token_bytes(token))
+        ids.append(token)
+    return ids

@@ -56,7 +56,7 @@ from ..decoding.compiling import compile_grammar
 from ..decoding.constraint import ProgramConstraint
 from ..decoding.document import DocumentView
 from ..decoding.sampler import SamplingOptions
-from ..decoding.forcing import ForcedText
+from ..decoding.forcing import forced_ids
 from ..decoding.results import CaDResult, CaDStats, ForcedProgramError, IncompleteProgramError
 from ..language.grammar import Granularity
 from ..language.program import Copy, CopyTokens, Op
@@ -390,7 +390,7 @@ class _Session:
         self.forced: list[int] | None = None
         if force_program is not None:
             text = force_program if isinstance(force_program, str) else program.render(force_program)
-            self.forced = _forced_ids(adapter, text)
+            self.forced = forced_ids(adapter, text)
         self.stats = VLLMStats(prompt_tokens=len(prompt))
         self._start = time.perf_counter()
         self._previous_context = 0  # tokens whose KV the last request computed
@@ -556,17 +556,6 @@ def _per_edit(values: Sequence[Any] | None, edits: Sequence[Any], what: str) -> 
     if len(values) != len(edits):
         raise ValueError(f"{len(values)} {what} for {len(edits)} edits")
     return list(values)
-
-
-def _forced_ids(adapter: Adapter, text: str) -> list[int]:
-    """The ids a forced program is decoded as: segment by segment, each ending at a copy
-    tag's end, exactly as the transformers loop tokenizes it (:class:`~cad_outlines.decoding.forcing.ForcedText`)."""
-    forced = ForcedText.from_text(adapter, text, segmented=True)
-    ids: list[int] = []
-    while (token := forced.next()) is not None:
-        forced.consume([token], adapter.token_bytes(token))
-        ids.append(token)
-    return ids
 
 
 def _progress(total: int, enabled: bool) -> Any:
