@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-from cad_outlines.bench.quality import CONFIGS, QualityConfig, format_table, load_eval_cases, run
+from cad_outlines.bench.quality import CONFIGS, DEFAULT_CONFIGS, QualityConfig, format_table, load_eval_cases, run
 
 
 def test_every_configuration_runs_and_is_summarised(tiny_model):
     cases = load_eval_cases()[:2]
-    cfg = QualityConfig(sampled=("cad",), seeds=(0,), cad_budget=24, regen_margin=4)
+    cfg = QualityConfig(configs=tuple(CONFIGS), sampled=("cad",), seeds=(0,), cad_budget=24, regen_margin=4)
+    assert set(QualityConfig().configs) == set(DEFAULT_CONFIGS) == set(CONFIGS) - {"regen_pld10", "regen_pld20"}
     report = run(cfg, cases=cases, loader=lambda preset: tiny_model("tiny-qwen"))
     names = {r["config"] for r in report["records"]}
     assert names == set(CONFIGS)
     assert len(report["records"]) == len(CONFIGS) * 2 + 2  # greedy everywhere, one seed of cad
+    # prompt lookup verifies its drafts into the regeneration model's own greedy reply
+    for case in cases:
+        regen, pld = ({r["case"]: r for r in report["records"] if r["config"] == name}[case.id]
+                      for name in ("regen", "regen_pld10"))
+        assert pld["output"] == regen["output"] and pld["forwards"] <= regen["forwards"]
     for rec in report["records"]:
         # random weights rarely finish; whatever they wrote, no guarantee may break
         assert rec["copies_in_range"], rec

@@ -117,3 +117,22 @@ def test_the_generator_holds_one_sampling_object_and_one_switches_object(tiny_mo
     bare = CaDGenerator(None, DOC, tokenizer=model.hf_tokenizer, runner=gen.runner)
     forced = '<program><copy lines="1-13"/></program>'
     assert bare.run("x", force_program=forced).document == gen.run("x", force_program=forced).document == DOC
+
+
+def test_an_observer_sees_every_phase_and_the_loop_keeps_no_other_stopwatch(tiny_model):
+    from cad_outlines.bench._loop import clocked_generator, cpu_run
+    from cad_outlines.decoding.results import CaDStats
+
+    phases: list[str] = []
+    gen = CaDGenerator(tiny_model("tiny-qwen"), DOC, observer=phases.append)
+    forced = '<program><copy lines="1-4"/><gen>\nnew\n</gen><copy lines="5-13"/></program>'
+    result = gen.run("x", force_program=forced)
+    assert phases[-1] == "end" and phases.count("mask") == result.stats.decoded_tokens
+    # one forward or splice mark per forward after the prefill (drafts may save some)
+    assert phases.count("forward") + phases.count("splice") == result.stats.forward_passes - 1
+    assert phases.count("splice") >= 1
+    assert not {"constraint_seconds", "forward_seconds", "splice_seconds"} & set(CaDStats.__dataclass_fields__)
+    # the bench's clock turns the phases into its breakdown
+    gen, clock = clocked_generator(tiny_model("tiny-qwen"), DOC)
+    _, measured = cpu_run(clock, lambda: gen.run("x", force_program=forced))
+    assert measured["constraint_seconds"] > 0 and measured["splice_seconds"] > 0

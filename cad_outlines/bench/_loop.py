@@ -56,36 +56,62 @@ def counting_generator(model: Any, document: str, **options: Any) -> tuple[CaDGe
 
 
 class CpuClock:
-    """Observes a runner: a process-CPU-time mark at the end of each run's first forward.
+    """Observes a runner: a process-CPU-time mark at the end of each run's first forward;
+    and, as :meth:`phase`, the decode loop's phases (wall clock).
 
     On a shared CPU machine wall time counts the time other processes hold the cores;
     with one intra-op thread, process CPU time measures the run's own work. ``cpu_run``
-    returns both clocks' view of a run: total and after the prompt prefill.
+    returns both clocks' view of a run: total and after the prompt prefill, and the
+    loop's time by phase where the generator reported them.
     """
 
     def __init__(self) -> None:
         self.prefill_cpu_end: Optional[float] = None
+        self.phases: dict[str, float] = {}
+        self._current: Optional[tuple[str, float]] = None
 
     def __call__(self, width: int, rows: int, seconds: float) -> None:
         if self.prefill_cpu_end is None:
             self.prefill_cpu_end = time.process_time()
 
+    def phase(self, name: str) -> None:
+        """The generator's ``observer``: the loop enters phase ``name``."""
+        now = time.perf_counter()
+        if self._current is not None:
+            done, since = self._current
+            self.phases[done] = self.phases.get(done, 0.0) + now - since
+        self._current = None if name == "end" else (name, now)
+
+    def reset(self) -> None:
+        self.prefill_cpu_end, self.phases, self._current = None, {}, None
+
+    def breakdown(self) -> dict[str, float]:
+        """The loop's seconds: ``constraint`` (mask, advance, forced runs and splice
+        look-ups), ``forward`` (decode and forced-run forwards), ``splice`` (forwards that
+        carried a copy span); empty when no phase was reported."""
+        p = self.phases
+        if not p:
+            return {}
+        return {"constraint_seconds": p.get("mask", 0.0) + p.get("advance", 0.0),
+                "forward_seconds": p.get("forward", 0.0), "splice_seconds": p.get("splice", 0.0)}
+
 
 def clocked_generator(model: Any, document: str, **options: Any) -> tuple[CaDGenerator, CpuClock]:
-    """A generator over ``document`` whose runner is observed by a :class:`CpuClock`."""
+    """A generator over ``document`` whose runner and loop phases a :class:`CpuClock` observes."""
     clock = CpuClock()
     runner = ObservedRunner(TransformersRunner(model.model), clock)
-    return CaDGenerator(model, document, runner=runner, **options), clock
+    return CaDGenerator(model, document, runner=runner, observer=clock.phase, **options), clock
 
 
 def cpu_run(clock: CpuClock, call: Callable[[], Any]) -> tuple[Any, dict[str, float]]:
-    """Run ``call()`` (one run of a generator ``clock`` observes); return its result and CPU seconds."""
-    clock.prefill_cpu_end = None
+    """Run ``call()`` (one run of a generator ``clock`` observes); return its result, its CPU
+    seconds and the loop's seconds by phase (:meth:`CpuClock.breakdown`)."""
+    clock.reset()
     start = time.process_time()
     result = call()
     end = time.process_time()
     mark = clock.prefill_cpu_end if clock.prefill_cpu_end is not None else start
-    return result, {"cpu_total_seconds": end - start, "cpu_gen_seconds": end - mark}
+    return result, {"cpu_total_seconds": end - start, "cpu_gen_seconds": end - mark, **clock.breakdown()}
 
 
 @dataclass(frozen=True)
@@ -132,5 +158,5 @@ def regen_baseline(gen: CaDGenerator, clock: CpuClock, instruction: str, gold: s
     return {"prompt_tokens": st.prompt_tokens, "tokens": st.decoded_tokens + st.forced_tokens,
             "forward_passes": st.forward_passes, "prefill_seconds": st.prefill_seconds,
             "total_seconds": st.total_seconds, "gen_seconds": st.total_seconds - st.prefill_seconds,
-            "constraint_seconds": st.constraint_seconds, **cpu, "exact": result.document == gold,
+            **cpu, "exact": result.document == gold,
             "via": "CaDGenerator.regenerate"}

@@ -136,6 +136,11 @@ class CaDGenerator(SteerableGenerator):
     tokenizer
         With ``model=None``: the Hugging Face tokenizer to run on, with ``runner`` as the
         model side (the SFT row builder records the loop's forwards this way).
+    observer
+        Called with the name of each phase of a decode step as the loop enters it
+        (``mask``, ``choose``, ``advance``, ``verify``, ``forward`` or ``splice``, ``step``;
+        ``end`` after the last): a benchmark clocks the phases; the loop keeps no
+        stopwatch of its own beyond ``prefill_seconds`` and ``total_seconds``.
 
     Raises
     ------
@@ -162,7 +167,8 @@ class CaDGenerator(SteerableGenerator):
                  prompt_template: str | PromptTemplate | None = None, runner: Runner | None = None,
                  logits_processors: Sequence[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = (),
                  forward_cost: ForwardCost | None = None, monotone_copies: bool = False,
-                 max_gen_tokens: int | None = None, tokenizer: Any = None):
+                 max_gen_tokens: int | None = None, tokenizer: Any = None,
+                 observer: Callable[[str], None] | None = None):
         if model is None and (tokenizer is None or runner is None):
             raise UnsupportedModelError("without a model, pass both tokenizer= (a Hugging Face tokenizer) "
                                         "and runner= (the model side)")
@@ -187,6 +193,7 @@ class CaDGenerator(SteerableGenerator):
         #: How the loop computes its output (the attributes write through).
         self.switches = LoopSwitches(splice, fast_forward, draft_tags, draft_lookup, forward_cost)
         self.mode, self.trace_alpha = mode, trace_alpha
+        self.observer = observer
         self.logits_processors = tuple(logits_processors)
         self.prompt_template = (prompt_template if prompt_template is None or isinstance(prompt_template, PromptTemplate)
                                 else PromptTemplate(prompt_template))
@@ -380,6 +387,7 @@ class CaDGenerator(SteerableGenerator):
         and the constraint (whose ``pending`` text is the op being written); returns the
         :class:`CaDResult` (the ``StopIteration`` value, what ``yield from`` evaluates to)."""
         start_time = time.perf_counter()
+        mark = self.observer or _unobserved
         max_new_tokens, sampling = options
         stats = CaDStats(compile_seconds=self.compiled.compile_seconds,
                          tokenizer_setup_seconds=tokenizer_setup_seconds(self.adapter.tokenizer))
@@ -427,9 +435,9 @@ class CaDGenerator(SteerableGenerator):
                     stats.stopped_early, stats.stop_reason = True, "max_gen_tokens"
                     break
             # mask
-            clock = time.perf_counter()
+            mark("mask")
             allowed = constraint.allowed(self.runner.vocab_size)
-            stats.constraint_seconds += time.perf_counter() - clock
+            mark("choose")
             # choose
             if forced is not None:
                 token = forced.next()
@@ -446,7 +454,7 @@ class CaDGenerator(SteerableGenerator):
                 trace.record(logits, allowed, token)
             stats.decoded_tokens += 1
             # advance the grammar, then take the forced runs and splices that follow
-            clock = time.perf_counter()
+            mark("advance")
             context = [token]
             new_ops = constraint.advance([token])
             if forced is not None:
@@ -470,7 +478,7 @@ class CaDGenerator(SteerableGenerator):
                 context += run
                 stats.forced_tokens += len(run)
                 new_ops = constraint.advance(run)
-            stats.constraint_seconds += time.perf_counter() - clock
+            mark("verify")
             if constraint.done:
                 break  # nothing reads the logits after </program>
             if seen is not None:
@@ -494,15 +502,12 @@ class CaDGenerator(SteerableGenerator):
                     stats.stopped_early, stats.stop_reason = True, "context"
                     break
                 proposal = proposal[:room]
-            clock = time.perf_counter()
+            mark("splice" if spliced else "forward")
             logits = self._forward_drafted(context, proposal, kind, cache, draft)
-            elapsed = time.perf_counter() - clock
+            mark("step")
             stats.forward_passes += 1
-            if spliced:
-                stats.splice_seconds += elapsed
-            else:
-                stats.forward_seconds += elapsed
 
+        mark("end")
         if draft is not None:
             draft.discard()  # the cache ends with the program, never with a guess
         complete = constraint.done
@@ -591,6 +596,10 @@ def _each(steps: Generator[tuple[list[Op], LoopConstraint], None, CaDResult],
         except StopIteration as stop:
             return stop.value
         yield from items(ops, constraint)
+
+
+def _unobserved(phase: str) -> None:
+    pass
 
 
 def _new_trace() -> Any:

@@ -48,10 +48,10 @@ class CaDStats:
     forward), ``draft_accepted`` of them were kept (chosen, forced or spliced exactly as
     drafted), and ``forwards_saved`` decode steps needed no forward because all they
     appended was already in the cache; for a finished program
-    ``forward_passes + forwards_saved == decoded_tokens``. Seconds: ``constraint`` (mask,
-    advance, forced runs), ``draft`` (predicting, encoding and validating drafts),
-    ``forward`` (decode and forced-run forwards, incl. the device sync), ``splice``
-    (forwards that carried a copy span), ``prefill`` (the prompt).
+    ``forward_passes + forwards_saved == decoded_tokens``. Seconds (wall clock):
+    ``prefill`` (the prompt), ``total`` (the run), ``draft`` (predicting, encoding and
+    validating drafts). A benchmark that wants the rest of the breakdown passes the
+    generator an ``observer`` of the loop's phases (``bench/_loop.PhaseClock``).
     """
 
     prompt_tokens: int = 0
@@ -64,10 +64,7 @@ class CaDStats:
     draft_tokens: int = 0
     draft_accepted: int = 0
     forwards_saved: int = 0
-    constraint_seconds: float = 0.0
     draft_seconds: float = 0.0
-    forward_seconds: float = 0.0
-    splice_seconds: float = 0.0
     prefill_seconds: float = 0.0
     total_seconds: float = 0.0
     compile_seconds: float = 0.0

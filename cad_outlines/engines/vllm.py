@@ -148,6 +148,7 @@ class VLLMStats(CaDStats):
     splice_computed_tokens: int = 0
     first_token_seconds: list[float] = field(default_factory=list)
     decode_seconds: float = 0.0
+    constraint_seconds: float = 0.0  # the driver's own constraint: advancing it, finding splices
 
 
 class VLLMEditor:
