@@ -254,3 +254,16 @@ def test_cli_folder_vllm_cannot_load_is_a_usage_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "vLLM cannot start on this folder" in err and str(tmp_path / "empty") in err
     assert "Traceback" not in err and src.read_text(encoding="utf-8") == "x = 1\n"
+
+
+def test_the_editor_checks_sampling_like_the_loop_and_refuses_what_it_cannot_honour():
+    from cad_outlines.decoding.sampler import OptionError
+
+    with pytest.raises(OptionError, match="top_p must be in"):
+        cad_vllm.VLLMEditor(object(), top_p=0.0)
+    for name, value in (("top_k", 5), ("min_p", 0.1), ("repetition_penalty", 1.2)):
+        with pytest.raises(OptionError, match=f"does not support {name}"):
+            cad_vllm.VLLMEditor(object(), **{name: value})
+    with pytest.raises(cad_vllm.EngineSetupError):  # defaults pass the check; then the engine is checked
+        cad_vllm.VLLMEditor(object(), top_k=0, min_p=0.0, repetition_penalty=1.0)
+

@@ -55,7 +55,7 @@ from ..adapters import Adapter, get_adapter, load_tokenizer
 from ..decoding.compiling import compile_grammar
 from ..decoding.constraint import ProgramConstraint
 from ..decoding.document import DocumentView
-from ..decoding.sampler import SamplingOptions
+from ..decoding.sampler import OptionError, SamplingOptions
 from ..decoding.forcing import forced_ids
 from ..decoding.results import CaDResult, CaDStats, ForcedProgramError, IncompleteProgramError
 from ..language.grammar import Granularity
@@ -165,6 +165,10 @@ class VLLMEditor:
         Budget of program tokens per edit, over all its requests (copied tokens are free).
     temperature, top_p
         ``temperature=0`` is greedy; otherwise sampling with nucleus ``top_p``.
+    **sampling
+        The transformers engine's other sampling options (``top_k``, ``min_p``,
+        ``repetition_penalty``) are checked like there and refused (``OptionError``)
+        unless left at their defaults: this driver cannot honour them.
     seed
         ``None``: vLLM's engine-wide random state. An int gives each request its own
         seed (``seed + k`` for the edit's k-th request), so a run is reproducible; on
@@ -184,12 +188,18 @@ class VLLMEditor:
     def __init__(self, engine: Any, *, granularity: Granularity = "lines",
                  max_new_tokens: int = 2048, temperature: float = 0.0, top_p: float = 1.0,
                  seed: int | None = None, mode: Literal["strict", "clipped"] = "strict",
-                 adapter: str | Adapter | None = None):
+                 adapter: str | Adapter | None = None, **sampling: Any):
         if granularity not in ("lines", "tokens"):
             raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        SamplingOptions(temperature=temperature, top_p=top_p, seed=seed)  # the loop's checks, same messages
+        # The loop's checks and messages; then refuse what this driver cannot honour (the
+        # transformers loop applies these after the mask; here vLLM's sampler would not).
+        options = SamplingOptions(temperature=temperature, top_p=top_p, seed=seed, **sampling)
+        unsupported = [name for name in sampling if getattr(options, name) != getattr(SamplingOptions(), name)]
+        if unsupported:
+            raise OptionError(f"the vLLM engine does not support {', '.join(unsupported)} "
+                              "(the transformers engine does)")
         if not isinstance(engine, (LLM, AsyncLLM)) and isinstance(getattr(engine, "model", None), LLM):
             engine = engine.model  # Outlines' VLLMOffline wraps an LLM
         if not isinstance(engine, (LLM, AsyncLLM)):
