@@ -40,6 +40,11 @@ def _add_bench_dccd(bench: argparse._SubParsersAction) -> None:
                       help="tasks to run: arith, extract (default: both)")
     real.add_argument("--items", type=positive, default=200, metavar="N",
                       help="items per task (default: 200)")
+    real.add_argument("--free-tokens", type=positive, default=None, metavar="N",
+                      help="budget of each free decode: the unconstrained answer and each draft (default: 48)")
+    real.add_argument("--json-tokens", type=positive, default=None, metavar="N",
+                      help="budget of each constrained decode: CD and each projection (default: 160, "
+                           "more than any output the schemas allow, so none is cut short)")
     real.add_argument("--jobs", type=positive, default=1, metavar="N",
                       help="run the tasks in N worker processes at once")
     real.add_argument("--markdown", metavar="OUT.md", help="also write the tables here (atomically)")
@@ -63,6 +68,10 @@ def _run_bench_dccd_real(args: argparse.Namespace) -> int:
                          seed=args.seed)
     if args.k is not None:
         cfg.ks = tuple(int_list("--k", args.k, minimum=1))
+    if args.free_tokens is not None:
+        cfg.free_tokens = args.free_tokens
+    if args.json_tokens is not None:
+        cfg.json_tokens = args.json_tokens
     report = run_real(cfg, jobs=args.jobs)
     table = format_real_table(report)
     if args.markdown:

@@ -161,9 +161,12 @@ class RealDCCDConfig:
     selectors: tuple[str, ...] = ("sum_log_alpha", "loglik", "vote")
     draft_temperature: float = 0.7
     # Equal budgets: every free decode (the ``free`` answer and each draft) gets
-    # ``free_tokens``; every constrained decode (CD and each projection) ``json_tokens``.
+    # ``free_tokens``; every constrained decode (CD and each projection) ``json_tokens``,
+    # more than the longest output the schemas and the whitespace rule allow (a 40-character
+    # name, bounded numbers, at most 6 whitespace characters between tokens), so the
+    # constraint's validity is never undone by a budget cut.
     free_tokens: int = 48
-    json_tokens: int = 48
+    json_tokens: int = 160
     seed: int = 0
     threads: int = 1
 
