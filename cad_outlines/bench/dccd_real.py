@@ -280,6 +280,7 @@ def run_real(cfg: RealDCCDConfig, *, jobs: int = 1, progress: bool = True,
         if task not in TASKS:
             raise InputError(f"unknown task {task!r}; use one of {', '.join(TASKS)}")
     items = {task: make_items(task, cfg.items, cfg.seed) for task in cfg.tasks}
+    env = environment()  # recorded before the runs: the code and load they started with
     started = time.time()
     if jobs > 1 and loader is None and len(cfg.tasks) > 1:
         import multiprocessing
@@ -292,7 +293,7 @@ def run_real(cfg: RealDCCDConfig, *, jobs: int = 1, progress: bool = True,
     else:
         results = {t: _evaluate(cfg, t, items[t], loader, progress) for t in cfg.tasks}
     return {"config": asdict(cfg), "jobs": jobs, "seconds": round(time.time() - started, 1),
-            "environment": environment(), "tasks": results}
+            "environment": {**env, "loadavg_end": environment()["loadavg_1_5_15"]}, "tasks": results}
 
 
 _LABELS = {"free": "unconstrained + parse", "cd": "CD", "dccd_greedy": "DCCD, greedy draft (K=1)"}

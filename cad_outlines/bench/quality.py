@@ -291,6 +291,7 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
     if cases is None:
         cases = load_eval_cases(cfg.cases_path if cfg.cases_path != QualityConfig.cases_path else None)
     cases = list(cases)[:cfg.limit] if cfg.limit else list(cases)
+    env = environment()  # recorded before the runs: the code and load they started with
     started = time.time()
     if jobs > 1 and loader is None:
         import multiprocessing
@@ -312,7 +313,7 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
                 "all": _summary(rows), "synthetic": _summary(synthetic) if synthetic else None,
                 "by_kind": _group(rows, lambda r: r["kind"]), "by_corpus": _group(rows, lambda r: r["corpus"])}
     return {"config": asdict(cfg), "jobs": jobs, "cases": len(cases), "seconds": round(time.time() - started, 1),
-            "environment": environment(), "summaries": summaries, "records": records}
+            "environment": {**env, "loadavg_end": environment()["loadavg_1_5_15"]}, "summaries": summaries, "records": records}
 
 
 def format_table(report: dict[str, Any]) -> str:
