@@ -94,18 +94,12 @@ class CaDGenerator(SteerableGenerator):
         Record the feasible mass of every constrained step (``result.alpha``).
     runner
         The model side (:class:`~cad_outlines.decoding.runner.Runner`); default: a
-        :class:`~cad_outlines.decoding.runner.TransformersRunner` over ``model.model``.
-        Benchmarks pass an :class:`~cad_outlines.decoding.runner.ObservedRunner` to count and
-        clock forwards.
+        ``TransformersRunner`` over ``model.model`` (benchmarks pass an ``ObservedRunner``).
     draft_tags
-        Draft the program text an editor most likely writes next (a copy tag's start
-        index, ``<gen>`` after a copy, ...; :mod:`.drafting`) onto each forward and
-        verify it on the next decode steps: an accepted drafted token needs no forward of
-        its own. Greedy output is the same with or without drafts. Sampled output is the
-        same up to floating-point rounding: a forward over several tokens gives logits
-        that differ from one-token forwards by ~3e-7, which can move a draw across a
-        boundary (measured: 5 of 248 same-seed pairs differed with ``top_p < 1``, 0 of
-        122 with ``top_p = 1``).
+        Draft the program text an editor most likely writes next (:mod:`.drafting`) onto
+        each forward and verify it on the next steps: an accepted drafted token needs no
+        forward of its own. Greedy output is unchanged; sampled output up to float
+        rounding (docs/design.md, invariant 2, says how rarely a draw moves).
     draft_lookup
         With ``draft_tags``, also draft inside gen bodies by prompt lookup: the text that
         follows the body's last characters where they occur in the document (or an
@@ -120,11 +114,9 @@ class CaDGenerator(SteerableGenerator):
         the repetition penalty and the warpers. A bias, not a constraint: the mask is
         applied again after them, so they cannot make a disallowed token possible.
     forward_cost
-        The machine's cost of a forward by width (:class:`~cad_outlines.decoding.drafting.ForwardCost`,
-        from ``ForwardCost.measure(runner)`` or a ``bench kernel`` record): each draft is
-        cut to the length that pays for its width (:class:`~cad_outlines.decoding.drafting.DraftBudget`).
-        ``None`` (the default) keeps drafts whole, right where width is nearly free (a GPU);
-        on a CPU a wide forward costs several decode steps. Never changes the output.
+        The machine's cost of a forward by width (:class:`~cad_outlines.decoding.drafting.ForwardCost`):
+        each draft is cut to the length that pays for its width. ``None`` keeps drafts
+        whole (right on a GPU, where width is nearly free). Never changes the output.
     monotone_copies
         Opt-in: each copy must start after the previous copy's end (checked in the mask,
         like ``i <= j``), so a model cannot loop on the same lines. Edits that reorder
