@@ -222,7 +222,7 @@ def _evaluate(cfg: RealDCCDConfig, task: str, items: Sequence[dict[str, Any]],
     torch.set_num_threads(cfg.threads)
     model = (loader or models.load)(cfg.preset)
     schema = dict(TASKS[task].schema)
-    # A weak model can wander in optional whitespace; the schema forbids it.
+    # A weak model can wander in optional whitespace; the schema bounds it (WHITESPACE).
     schema["x-guidance"] = {"whitespace_pattern": WHITESPACE}
     gen = DraftConditionedGenerator(model, JsonSchema(schema), k=max(cfg.ks), backend="llguidance",
                                     max_new_tokens=cfg.json_tokens, draft_max_tokens=cfg.free_tokens,

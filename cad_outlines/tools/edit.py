@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from ..errors import InputError
@@ -52,7 +52,7 @@ class EditOutcome:
     result: Any  # CaDResult, or None when the program did not resolve
     error: str | None = None
     summary: dict[str, int] | None = None
-    written: str | None = field(default=None)
+    written: str | None = None
 
     @property
     def ok(self) -> bool:
