@@ -66,17 +66,42 @@ _FORMAT = {
 }
 
 
-def format_statement(granularity: str) -> str:
+#: Prompt styles. ``full``: instruction, format statement, document numbered ``"{i:>w}| "``
+#: (the layout every shipped model before ``compact`` was trained on). ``compact``: the
+#: constant part first, so a process caches its KV once for every later edit, then the
+#: document, then the instruction, so successive edits of one file share the document's
+#: KV up to the first changed line; a shorter statement and ``"{i} "`` numbering, the
+#: scheme every supported tokenizer splits into the fewest pieces (``bench prompt``).
+PROMPT_STYLES = ("full", "compact")
+
+_COMPACT = (
+    "Reply with an edit program, not the edited document: "
+    f"{_PROGRAM} holding, in order, {syntax.copy_tag('lines', 'i', 'j')} (lines i to j, unchanged) "
+    f"and {_GEN}. Each line of the document starts with its number and a space.\n\n"
+)
+
+
+def check_style(style: str, granularity: str) -> None:
+    """Raise ``ValueError`` for an unknown style, or ``compact`` with token granularity."""
+    if style not in PROMPT_STYLES:
+        raise ValueError(f"prompt_style must be one of {', '.join(PROMPT_STYLES)}, got {style!r}")
+    if style == "compact" and granularity != "lines":
+        raise ValueError("prompt_style 'compact' numbers lines; use it with granularity 'lines'")
+
+
+def format_statement(granularity: str, style: str = "full") -> str:
     """The short statement of the program format put in every prompt."""
-    try:
-        return _FORMAT[granularity]
-    except KeyError:
-        raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}") from None
+    if granularity not in _FORMAT:
+        raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
+    check_style(style, granularity)
+    return _COMPACT.rstrip("\n") if style == "compact" else _FORMAT[granularity]
 
 
-def number_lines(document: str) -> str:
-    """The line view of ``document`` (see the module docstring)."""
+def number_lines(document: str, style: str = "full") -> str:
+    """The line view of ``document`` (see the module docstring; ``compact``: ``"{i} "``)."""
     lines = syntax.split_lines(document)
+    if style == "compact":
+        return "\n".join(f"{i} {line}" for i, line in enumerate(lines, 1))
     width = len(str(len(lines)))
     return "\n".join(f"{i:>{width}}| {line}" for i, line in enumerate(lines, 1))
 
@@ -124,16 +149,25 @@ def _mark(line: bytes, marks: list[int]) -> str:
     return "".join(out)
 
 
-def user_content(instruction: str, view: str, granularity: str, template: Any = None) -> str:
+def user_content(instruction: str, view: str, granularity: str, template: Any = None,
+                 style: str = "full") -> str:
     """The user message: instruction, format statement, numbered document.
 
     ``template`` (a ``cad_outlines.decoding.prompts.PromptTemplate``) replaces the default layout
-    ``"{instruction}\\n\\n{format}\\n\\nDocument:\\n{document}"``.
+    ``"{instruction}\\n\\n{format}\\n\\nDocument:\\n{document}"`` (style ``full``) or
+    ``"{format}\\n\\n{document}\\n\\n{instruction}"`` (style ``compact``).
     """
+    statement = format_statement(granularity, style)
     if template is not None:
-        return template.render(instruction=instruction.strip(), format=format_statement(granularity),
-                               document=view)
-    return f"{instruction.strip()}\n\n{format_statement(granularity)}\n\nDocument:\n{view}"
+        return template.render(instruction=instruction.strip(), format=statement, document=view)
+    if style == "compact":
+        return f"{constant_head(style)}{view}\n\n{instruction.strip()}"
+    return f"{instruction.strip()}\n\n{statement}\n\nDocument:\n{view}"
+
+
+def constant_head(style: str) -> str:
+    """The start of the user message that is the same for every edit ("" for ``full``)."""
+    return _COMPACT if style == "compact" else ""
 
 
 def plain_content(instruction: str, document: str) -> str:

@@ -232,37 +232,41 @@ class Adapter:
 
     # -- prompt -----------------------------------------------------------------------------
 
-    def render_document(self, document: str, granularity: str = "lines") -> str:
+    def render_document(self, document: str, granularity: str = "lines", style: str = "full") -> str:
         """The numbered view of ``document`` used in the prompt.
 
         Lines: ``f"{i:>{w}}| {line}"`` for ``i, line`` in ``enumerate(document.split("\\n"), 1)``
-        with ``w = len(str(n))``. Tokens: one row per line, prefixed by the positions of the
-        tokens starting on it, ``·`` before each further token (see ``adapters/_view.py``).
+        with ``w = len(str(n))`` (style ``compact``: ``f"{i} {line}"``). Tokens: one row per
+        line, prefixed by the positions of the tokens starting on it, ``·`` before each
+        further token (see ``adapters/_view.py``).
         """
+        if style != "full":
+            _view.check_style(style, granularity)
         if granularity == "lines":
-            return _view.number_lines(document)
+            return _view.number_lines(document, style)
         if granularity == "tokens":
             return _view.number_tokens(document, self.token_pieces(document))
         raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
 
     def user_content(self, document: str, instruction: str, granularity: str = "lines",
-                     template: Any = None) -> str:
-        """The user message: instruction, program format, numbered document.
+                     template: Any = None, style: str = "full") -> str:
+        """The user message: instruction, program format, numbered document (in the order
+        of ``style``, see ``adapters/_view.py``).
 
         ``template`` (a ``cad_outlines.decoding.prompts.PromptTemplate``) replaces the default layout.
         """
-        return _view.user_content(instruction, self.render_document(document, granularity),
-                                  granularity, template)
+        return _view.user_content(instruction, self.render_document(document, granularity, style),
+                                  granularity, template, style)
 
     def prompt(self, document: str, prompt: str | Sequence[Mapping[str, str]], granularity: str = "lines",
-               template: Any = None) -> str:
+               template: Any = None, style: str = "full") -> str:
         """The prompt text: the conversation inside the chat template.
 
         ``prompt`` is the instruction, or a conversation (message dicts) whose last
         message is the user's instruction; that message becomes :meth:`user_content`.
         """
         before, after = self._template(prompt)
-        return before + self.user_content(document, _instruction(prompt), granularity, template) + after
+        return before + self.user_content(document, _instruction(prompt), granularity, template, style) + after
 
     def plain_prompt(self, document: str, prompt: str | Sequence[Mapping[str, str]]) -> str:
         """The regeneration prompt: the conversation with :func:`_view.plain_content`
@@ -275,7 +279,7 @@ class Adapter:
         return self._content_ids(prompt, _view.plain_content(_instruction(prompt), document))
 
     def prompt_ids(self, document: str, prompt: str | Sequence[Mapping[str, str]],
-                   granularity: str = "lines", template: Any = None) -> list[int]:
+                   granularity: str = "lines", template: Any = None, style: str = "full") -> list[int]:
         """Ids of :meth:`prompt`, built by pieces.
 
         The template's text before the last and after the first control token around the
@@ -286,7 +290,25 @@ class Adapter:
         token with the dummy-prefix ``▁``, as their own tokenizer does, so there
         ``decode(prompt_ids)`` shows one more space after such a token than :meth:`prompt`.
         """
-        return self._content_ids(prompt, self.user_content(document, _instruction(prompt), granularity, template))
+        return self._content_ids(prompt, self.user_content(document, _instruction(prompt), granularity,
+                                                           template, style))
+
+    def constant_ids(self, granularity: str = "lines", style: str = "full", plain: bool = False) -> list[int]:
+        """The ids every prompt of this layout starts with, whatever the document and the
+        instruction (a single instruction, no conversation): the chat template's head and,
+        in style ``compact``, the format statement. What a process can prefill once and
+        reuse (``TransformersRunner.pin``). ``plain``: of :meth:`plain_prompt_ids`."""
+        def ids(document: str, instruction: str) -> list[int]:
+            if plain:
+                return self.plain_prompt_ids(document, instruction)
+            return self.prompt_ids(document, instruction, granularity, style=style)
+
+        # Two edits that differ from their first character on: the shared ids are constant.
+        first, second = ids("a", "x"), ids("b\nc", "y")
+        n = 0
+        while n < min(len(first), len(second)) and first[n] == second[n]:
+            n += 1
+        return first[:n]
 
     def _content_ids(self, prompt: str | Sequence[Mapping[str, str]], content: str) -> list[int]:
         """Ids of the conversation with ``content`` as its last user message."""

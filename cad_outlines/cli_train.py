@@ -91,6 +91,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--corpus", nargs="+", required=True, metavar="CORPUS.jsonl",
                    help="corpora of real commits (commits_*.jsonl: id, doc, gold, instruction, source, path)")
     p.add_argument("--layout", choices=["cad", "regen"], default="cad", help="what the model learns to write")
+    p.add_argument("--prompt-style", choices=["full", "compact"], default="full",
+                   help="the cad layout's prompt: full (instruction, format statement, lines numbered "
+                        "'i| ') or compact (short statement, lines numbered 'i ', instruction last)")
     p.add_argument("--base", default="smollm2-135m-base", metavar="PRESET", help="the real-weight preset to tune")
     p.add_argument("--cases", type=positive, default=600, metavar="N", help="edits in the training mix")
     p.add_argument("--steps", type=positive, default=600, metavar="N", help="optimiser steps")
@@ -119,7 +122,9 @@ def _run_train(args: argparse.Namespace) -> int:
             raise UsageError(f"--corpus {path}: no such file")
     if os.path.exists(args.output) and not os.path.isdir(args.output):
         raise UsageError(f"--output {args.output}: exists and is not a folder")
-    cfg = TrainConfig(base=args.base, layout=args.layout, steps=args.steps, lr=args.lr, rank=args.rank,
+    if args.prompt_style != "full" and args.layout != "cad":
+        raise UsageError("--prompt-style applies to --layout cad only")
+    cfg = TrainConfig(base=args.base, layout=args.layout, prompt_style=args.prompt_style, steps=args.steps, lr=args.lr, rank=args.rank,
                       alpha=2 * args.rank, seed=args.seed, max_tokens=args.max_tokens,
                       checkpoint_every=args.checkpoint_every, threads=args.threads)
     from tqdm.auto import tqdm

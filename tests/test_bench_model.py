@@ -10,6 +10,9 @@ from cad_outlines import cli
 from cad_outlines.bench._loop import clocked_generator, counting_generator, regen_baseline, tag_shape
 from cad_outlines.bench.bounds import compute_bounds, load_kernel
 from cad_outlines.bench.e2e import E2EConfig, run_e2e, run_outlines, select_cases
+from cad_outlines.bench.e2e_report import format_e2e
+from cad_outlines.adapters import get_adapter
+from cad_outlines.errors import InputError
 from cad_outlines.tools.ceiling import case_ceiling, load_tokenization
 from cad_outlines.tools.corpus import load_corpus
 from cad_outlines.decoding.generator import CaDGenerator
@@ -185,6 +188,33 @@ def test_e2e_pools_six_runs_on_tiny_qwen(tiny_model):
     assert gap["extra_decode_steps"] == gap["decoded_tokens"] - pooled["T_gen"]
     assert gap["nodraft_forward_passes"] == gap["forward_passes"] + gap["forwards_saved"]
     assert report["kernel"]["prefix"] == 32 and report["kernel"]["n"] == [1, 2, 3, 4, 5, 6, 7, 8]
+    # the curve read as measured runs beside the calibrated one, with the same output
+    assert all(c["runs"]["cad_fixedcost"]["exact"] for c in report["cases"])
+    # warm: only what follows each prompt's constant head is prefilled
+    head = len(get_adapter(tiny_model("tiny-qwen").hf_tokenizer).constant_ids(plain=True))
+    for case in report["cases"]:
+        assert case["plain_prompt_tokens_cached"] == case["cad_prompt_tokens_cached"] == head > 0
+        assert case["cad_prefill_warm_cpu_seconds"] > 0
+    warm = cpu["prefill_warm_seconds"]
+    assert cpu["speedup_prompt_included_warm"]["cad"] == pytest.approx(
+        (sum(c["runs"]["regen"]["cpu_gen_seconds"] for c in report["cases"]) + warm["plain"])
+        / (sum(c["runs"]["cad"]["cpu_gen_seconds"] for c in report["cases"]) + warm["cad"]))
+    assert "prompt included, warm" in format_e2e(report)
+
+
+@pytest.mark.slow
+def test_e2e_with_the_compact_prompt_caches_its_format_statement(tiny_model):
+    cfg = E2EConfig("tiny-qwen", limit=1, order="size", threads=1, kernel_max_n=4, kernel_prefix=16,
+                    pld=("20:3",), skip=("outlines", "cad_nodraft", "cad_nosplice", "cad_plain"),
+                    prompt_style="compact")
+    report = run_e2e(CASES, cfg, progress=False, model=tiny_model("tiny-qwen"))
+    case = report["cases"][0]
+    adapter = get_adapter(tiny_model("tiny-qwen").hf_tokenizer)
+    assert case["runs"]["cad"]["exact"] and case["runs"]["cad"]["prompt_tokens"] == case["prompt_tokens"]
+    assert case["cad_prompt_tokens_cached"] == len(adapter.constant_ids(style="compact")) > \
+        case["plain_prompt_tokens_cached"]
+    with pytest.raises(InputError, match="prompt_style"):
+        E2EConfig("tiny-qwen", prompt_style="short")
 
 
 def test_drift_note_flags_a_run_whose_speed_changed():

@@ -362,9 +362,11 @@ def test_sliding_window_models_draft_past_the_window(kind):
 
 # the draft budget: drafts cut to what pays for their width --------------------------
 
-def _curve(costs):
+def _curve(costs, online=False):
+    # Fixed by default: these tests pin down what a curve does to the drafts; the online
+    # calibration (which rescales it by the tiny model's own, nearly free, width) has its own.
     widths = tuple(range(1, len(costs) + 1))
-    return ForwardCost(widths, tuple(costs), tuple(c * 1.1 for c in costs))
+    return ForwardCost(widths, tuple(costs), tuple(c * 1.1 for c in costs), online=online)
 
 
 def test_forward_cost_interpolates_and_prices_logit_rows(tmp_path):
@@ -444,3 +446,43 @@ def test_a_costed_budget_changes_forwards_never_the_output(preset, tiny_model):
     cut = CaDGenerator(model, doc, runner=runner, forward_cost=dear).run("edit", force_program=ops)
     assert cut.document == gold and len(rows) == cut.stats.forward_passes
     assert rows[1:] and set(rows[1:]) == {1}
+
+
+def test_the_budget_rescales_its_curve_by_the_runs_own_forwards():
+    dear = _curve(list(range(1, 20)), online=True)  # the curve: each position costs a step
+    budget = DraftBudget(dear)
+    assert budget.calibrates and budget.scale == 1.0
+    assert budget.length("tag", 8, 1) == 0  # no draft pays for its width on the curve
+    for _ in range(DraftBudget.MIN_OBSERVED):
+        budget.observe(1, 1, 0.010)
+        budget.observe(500, 1, 5.0)  # a prefill: outside the curve's widths, ignored
+    assert budget.scale == 1.0
+    for width in (3, 5, 9):  # on this machine width costs a fifth of what the curve says
+        budget.observe(width, width, 0.010 * (1 + 0.2 * (dear.steps(width, width) - 1)))
+    assert budget.scale == pytest.approx(0.2)
+    assert budget.length("tag", 8, 1) > 0
+    for _ in range(40):  # the load changes: width now costs what the curve says
+        budget.observe(4, 4, 0.010 * dear.steps(4, 4))
+    assert budget.scale == pytest.approx(1.0)
+    fixed = DraftBudget(_curve(list(range(1, 20))))
+    fixed.observe(1, 1, 0.01)
+    assert not fixed.calibrates and fixed.scale == 1.0
+
+
+def test_an_online_curve_learns_that_width_is_cheap_and_keeps_the_output(tiny_model, monkeypatch):
+    """The loop feeds its forwards to the budget: where wide forwards cost little more than
+    one-token ones, a dear curve calibrated by the run lets drafts through that the fixed
+    one cuts; the output stays. (The seconds are made up, so the test does not depend on
+    this machine's timing: the loop's widths and rows are real.)"""
+    observe = DraftBudget.observe
+    monkeypatch.setattr(DraftBudget, "observe",
+                        lambda self, width, rows, s: observe(self, width, rows, 0.01 * (1 + 0.02 * (width - 1))))
+    model = tiny_model("tiny-qwen")
+    doc = "\n".join(f"value_{k} = compute({k}, scale=2.5)" for k in range(1, 40)) + "\n"
+    gold = doc.replace("value_7 = compute(7,", "value_7 = compute(7 + offset,")
+    ops = oracle_program(doc, gold)
+    fixed, _, _ = _run(model, doc, ops, forward_cost=_curve(list(range(1, 20))))
+    online, _, _ = _run(model, doc, ops, forward_cost=_curve(list(range(1, 20)), online=True))
+    assert fixed.document == online.document == gold and fixed.program == online.program
+    assert online.stats.draft_tokens > fixed.stats.draft_tokens
+    assert online.stats.forward_passes < fixed.stats.forward_passes

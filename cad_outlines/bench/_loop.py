@@ -114,6 +114,29 @@ def cpu_run(clock: CpuClock, call: Callable[[], Any]) -> tuple[Any, dict[str, fl
     return result, {"cpu_total_seconds": end - start, "cpu_gen_seconds": end - mark, **clock.breakdown()}
 
 
+class WarmPrefill:
+    """The prefill a process pays once the constant head of its prompts is cached.
+
+    A :class:`~cad_outlines.decoding.runner.TransformersRunner` pins ``head`` (the ids every
+    prompt of one layout shares, ``Adapter.constant_ids``); each call prefills one prompt
+    on top of it, as the product's prefix cache does for every edit after the first.
+    The cold prefill is the run's own; the decode after either is the same, so a run's
+    warm prompt-included time is its generation time plus this.
+    """
+
+    def __init__(self, hf_model: Any, head: Sequence[int]):
+        self.runner = TransformersRunner(hf_model)
+        self.runner.pin(head)
+
+    def __call__(self, prompt_ids: Sequence[int]) -> dict[str, float]:
+        """``cpu_prefill_warm_seconds`` and ``prompt_tokens_cached`` of one prompt."""
+        cache = self.runner.new_cache()
+        start = time.process_time()
+        self.runner.forward(prompt_ids, cache)
+        return {"cpu_prefill_warm_seconds": time.process_time() - start,
+                "prompt_tokens_cached": self.runner.reused}
+
+
 @dataclass(frozen=True)
 class TagShape:
     """Decode steps and forced runs that one copy tag adds to a program."""

@@ -143,7 +143,11 @@ def _add_case_args(p: argparse.ArgumentParser, kernel_trials: int) -> None:
                    help="prompt-lookup runs, one per setting (k drafted tokens, n-gram size); "
                         "'' for none (default: 10:2,20:3: transformers' default and the tuned one)")
     p.add_argument("--skip", default="", metavar="RUN,...",
-                   help="ablation runs to leave out: outlines, cad_uncosted, cad_nodraft, cad_nosplice, cad_plain")
+                   help="ablation runs to leave out: outlines, cad_uncosted, cad_fixedcost, cad_nodraft, "
+                        "cad_nosplice, cad_plain")
+    p.add_argument("--prompt-style", choices=["full", "compact"], default="full",
+                   help="the CaD prompt's layout: full (instruction, format statement, lines numbered "
+                        "'i| ') or compact (constant head first, lines numbered 'i ', instruction last)")
 
 
 def _add_bench_e2e(bench: argparse._SubParsersAction) -> None:
@@ -173,7 +177,7 @@ def _run_bench_e2e(args: argparse.Namespace) -> int:
                     threads=args.threads, limit=args.limit, order=args.order,
                     kernel_trials=args.kernel_trials, kernel_max_n=args.kernel_max_n,
                     kernel_prefix=args.kernel_prefix,
-                    pld=_csv(args.pld), skip=_csv(args.skip))
+                    pld=_csv(args.pld), skip=_csv(args.skip), prompt_style=args.prompt_style)
     report = run_e2e(load_cases(args.corpus), cfg, progress=True)
     name = os.path.splitext(os.path.basename(args.corpus))[0]
     emit(args, report, format_e2e(report, name))
@@ -399,7 +403,7 @@ def _run_bench_all(args: argparse.Namespace) -> int:
     cfg = E2EConfig(args.preset, device=args.device, dtype=args.dtype, seed=args.seed,
                     threads=args.threads, limit=args.limit, order=args.order,
                     kernel_trials=args.kernel_trials, kernel_max_n=args.kernel_max_n,
-                    pld=_csv(args.pld), skip=_csv(args.skip))
+                    pld=_csv(args.pld), skip=_csv(args.skip), prompt_style=args.prompt_style)
     name = os.path.splitext(os.path.basename(args.corpus))[0]
     report = run_suite(load_cases(args.corpus), cfg, args.out_dir, name=name, eps=eps,
                        perturb_trials=args.trials, progress=True)

@@ -19,6 +19,9 @@ Every case of the corpus is decoded, with the same model in the same process, si
     cut to what pays for its width on this machine.
 ``cad_uncosted``
     The same with ``forward_cost=None`` (every draft whole, the library default).
+``cad_fixedcost``
+    The same with the kernel curve read as measured (``online=False``): ``cad``'s curve is
+    rescaled during each run by the run's own forwards (``DraftBudget.observe``).
 ``cad_nodraft``
     The same with ``draft_tags=False``: the straightforward mechanism, one forward per
     decoded token.
@@ -35,6 +38,13 @@ Every case of the corpus is decoded, with the same model in the same process, si
 
 ``E2EConfig.skip`` leaves out ablation runs (``cad_uncosted``, ``cad_nodraft``, ``cad_nosplice``,
 ``cad_plain``, ``outlines``) to shorten a run; ``regen`` and ``cad`` always run.
+
+Every CaD run (and Outlines) uses the prompt of :attr:`E2EConfig.prompt_style`.
+**Cold and warm** prompt-included figures: cold charges each run its own whole prefill;
+warm charges the prefill of what follows the prompt's constant head, cached once per
+process (:class:`._loop.WarmPrefill`, the product's prefix cache; the CaD head of the
+style, the plain prompt's for PLD and prompt-included regeneration), timed per case in
+process CPU time.
 
 Speed-ups compare the **generation phase** (wall time after the prompt's prefill);
 ``speedup_prompt_included`` adds each method's own prefill, against regeneration with
@@ -54,7 +64,7 @@ import os
 import statistics
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -63,6 +73,7 @@ from outlines.processors.base_logits_processor import OutlinesLogitsProcessor
 
 from ..tools.ceiling import case_ceiling
 from ..tools.corpus import Case
+from ..adapters import PROMPT_STYLES
 from ..errors import InputError
 from ..language.syntax import split_lines
 from ..decoding.drafting import ForwardCost
@@ -72,7 +83,7 @@ from ..language.oracle import oracle_program
 from ..language.program import parse, render
 from ..language.resolver import resolve
 from . import _common
-from ._loop import clocked_generator, cpu_run, regen_baseline
+from ._loop import WarmPrefill, clocked_generator, cpu_run, regen_baseline
 from .bounds import KernelCurve, compute_bounds, kernel_from_dict
 from .kernel import KernelConfig, forward_cost_of, measure_kernel
 from .pld import PLDSetting, plain_prompt_ids, run_pld
@@ -80,9 +91,9 @@ from .pld import PLDSetting, plain_prompt_ids, run_pld
 __all__ = ["E2EConfig", "ForcingProcessor", "build_model", "kernel_config", "report_from_checkpoint",
            "run_e2e", "select_cases"]
 
-RUNS = ("regen", "outlines", "cad", "cad_uncosted", "cad_nodraft", "cad_nosplice", "cad_plain")
+RUNS = ("regen", "outlines", "cad", "cad_uncosted", "cad_fixedcost", "cad_nodraft", "cad_nosplice", "cad_plain")
 #: The runs ``E2EConfig.skip`` may leave out.
-OPTIONAL_RUNS = ("outlines", "cad_uncosted", "cad_nodraft", "cad_nosplice", "cad_plain")
+OPTIONAL_RUNS = ("outlines", "cad_uncosted", "cad_fixedcost", "cad_nodraft", "cad_nosplice", "cad_plain")
 
 
 @dataclass(frozen=True)
@@ -104,6 +115,7 @@ class E2EConfig:
     #: n in {2, 3} on held-out cases of all three corpora (docs/benchmarks.md).
     pld: tuple[str, ...] = ("10:2", "20:3")
     skip: tuple[str, ...] = ()
+    prompt_style: str = "full"  # the CaD prompt's layout (adapters/_view.py)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pld", tuple(self.pld))
@@ -114,6 +126,8 @@ class E2EConfig:
         if unknown:
             raise InputError(f"skip: {', '.join(unknown)} cannot be skipped; the optional runs are "
                              f"{', '.join(OPTIONAL_RUNS)}")
+        if self.prompt_style not in PROMPT_STYLES:
+            raise InputError(f"prompt_style must be one of {', '.join(PROMPT_STYLES)}, got {self.prompt_style!r}")
         if self.order not in ("file", "size"):
             raise InputError(f"order must be 'file' or 'size', got {self.order!r}")
         if self.limit is not None and self.limit < 1:
@@ -208,7 +222,7 @@ class ForcingProcessor(OutlinesLogitsProcessor):
 
 
 def run_outlines(model: Any, document: str, instruction: str, program_text: str,
-                 adapter: Any) -> dict[str, Any]:
+                 adapter: Any, style: str = "full") -> dict[str, Any]:
     """Baseline (b): ``outlines.Generator(model, CFG(grammar))`` forced to ``program_text``."""
     import outlines
     from transformers import StoppingCriteriaList
@@ -220,7 +234,7 @@ def run_outlines(model: Any, document: str, instruction: str, program_text: str,
     forcing = ForcingProcessor(generator.logits_processor, adapter, program_text)
     generator.logits_processor = forcing
     budget = len(adapter.encode(program_text)) + 64
-    prompt = adapter.user_content(document, instruction, "lines")  # Outlines applies the chat template
+    prompt = adapter.user_content(document, instruction, "lines", style=style)  # Outlines applies the chat template
     cpu, clock = time.process_time(), time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -255,9 +269,11 @@ class InexactRunError(RuntimeError):
 
 def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs: Any,
              pld: Sequence[str] = (), skip: Sequence[str] = (),
-             forward_cost: ForwardCost | None = None) -> dict[str, Any]:
+             forward_cost: ForwardCost | None = None, style: str = "full",
+             warm: Optional[dict[str, WarmPrefill]] = None) -> dict[str, Any]:
     """The runs of one case (all of :data:`RUNS` but ``skip``, then one per ``pld``
-    setting), its ceiling figures and bounds. ``forward_cost`` is the ``cad`` run's.
+    setting), its ceiling figures and bounds. ``forward_cost`` is the ``cad`` run's;
+    ``style`` the CaD prompt's; ``warm`` (``"cad"`` and ``"plain"``) times the warm prefills.
 
     Raises
     ------
@@ -273,20 +289,28 @@ def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs
     ceiling = case_ceiling(case, adapter, "lines")
     T, spans = ceiling.T, list(ceiling.spans)
     bounds = compute_bounds(T, T - sum(spans), spans, curve, costs)
-    prompt_ids = adapter.prompt_ids(case.doc, instruction, "lines")
+    prompt_ids = adapter.prompt_ids(case.doc, instruction, "lines", style=style)
     # Token budgets with room to spare: a run cut short by max_new_tokens is not a run.
-    regen, regen_clock = clocked_generator(model, case.doc, max_new_tokens=T + 64)
+    regen, regen_clock = clocked_generator(model, case.doc, max_new_tokens=T + 64, prompt_style=style)
     budget = len(adapter.encode(program_text)) + 64
     runs: dict[str, Any] = {"regen": regen_baseline(regen, regen_clock, instruction, case.gold)}
     if "outlines" not in skip:
-        runs["outlines"] = run_outlines(model, case.doc, instruction, program_text, adapter)
-    runs["cad"] = _cad_run(model, case, instruction, ops, budget, forward_cost=forward_cost)
+        runs["outlines"] = run_outlines(model, case.doc, instruction, program_text, adapter, style)
+    runs["cad"] = _cad_run(model, case, instruction, ops, budget, forward_cost=forward_cost, prompt_style=style)
     ablations = {"cad_uncosted": {}, "cad_nodraft": {"draft_tags": False}, "cad_nosplice": {"splice": False},
                  "cad_plain": {"splice": False, "fast_forward": False, "draft_tags": False}}
+    if forward_cost is not None:
+        ablations = {"cad_fixedcost": {"forward_cost": replace(forward_cost, online=False)}, **ablations}
     for name, options in ablations.items():
         if name not in skip:
-            runs[name] = _cad_run(model, case, instruction, ops, budget, **options)
+            runs[name] = _cad_run(model, case, instruction, ops, budget, prompt_style=style, **options)
     plain_ids = plain_prompt_ids(model.hf_tokenizer, case.doc, instruction)
+    prefills = {}
+    for key, ids in (("cad", prompt_ids), ("plain", plain_ids)):
+        if warm is not None:
+            timed = warm[key](ids)
+            prefills.update({f"{key}_prefill_warm_cpu_seconds": timed["cpu_prefill_warm_seconds"],
+                             f"{key}_prompt_tokens_cached": timed["prompt_tokens_cached"]})
     gold_ids = adapter.encode(case.gold)
     for text in pld:
         setting = PLDSetting.parse(text)
@@ -298,7 +322,7 @@ def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs
                               "the gold")
     realized = runs["regen"]["gen_seconds"] / runs["cad"]["gen_seconds"]
     return {"id": case.id, "lines": len(split_lines(case.doc)), "prompt_tokens": len(prompt_ids),
-            "plain_prompt_tokens": len(plain_ids),
+            "plain_prompt_tokens": len(plain_ids), **prefills,
             "T": T, "T_gen": bounds.T_gen, "spans": spans, "bounds": bounds.as_dict(),
             "runs": runs, "realized": realized, "ratio": realized / bounds.bnd_exact}
 
@@ -309,7 +333,8 @@ def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs
 def kernel_config(model: Any, cases: Sequence[Case], cfg: E2EConfig) -> KernelConfig:
     """The in-run kernel's settings: prefix = the cases' mean prompt length unless set."""
     probe = CaDGenerator(model, cases[0].doc)
-    prompt_lengths = [len(probe.adapter.prompt_ids(c.doc, cfg.instruction, "lines")) for c in cases]
+    prompt_lengths = [len(probe.adapter.prompt_ids(c.doc, cfg.instruction, "lines", style=cfg.prompt_style))
+                      for c in cases]
     prefix = cfg.kernel_prefix or max(1, round(statistics.mean(prompt_lengths)))
     return KernelConfig(cfg.preset, device=cfg.device, dtype=cfg.dtype, prefix=prefix,
                         trials=cfg.kernel_trials, max_n=cfg.kernel_max_n, seed=cfg.seed)
@@ -350,10 +375,14 @@ def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
         curve = kernel.curve("keep1")
         cpu_curve, cpu_tau = _cpu_kernel(kernel_record)
         forward_cost = forward_cost_of(kernel_record)
+        adapter = CaDGenerator(model, chosen[0].doc).adapter
+        # The constant heads, prefilled once for the whole run (the warm columns).
+        warm = {"cad": WarmPrefill(model.model, adapter.constant_ids(style=cfg.prompt_style)),
+                "plain": WarmPrefill(model.model, adapter.constant_ids(plain=True))}
         # Warm-up: every path once on a 4-line edit (first-call costs of transformers'
         # generate, Outlines' processor and our loop are not the cases' to pay).
         run_case(model, Case("warm-up", "a = 1\nb = 2\nc = 3\n", "a = 1\nb = 5\nc = 3\n"),
-                 cfg.instruction, curve, kernel.costs, cfg.pld, cfg.skip, forward_cost)
+                 cfg.instruction, curve, kernel.costs, cfg.pld, cfg.skip, forward_cost, cfg.prompt_style, warm)
         results, failures = [], []
         if checkpoint is not None:
             Path(checkpoint).write_text("")
@@ -361,7 +390,7 @@ def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
         for case in bar:
             try:
                 record = run_case(model, case, cfg.instruction, curve, kernel.costs, cfg.pld, cfg.skip,
-                                  forward_cost)
+                                  forward_cost, cfg.prompt_style, warm)
                 results.append(record)
             except Exception as err:  # a case that fails is reported, not hidden
                 record = {"id": case.id, "error": f"{type(err).__name__}: {err}"}
@@ -527,6 +556,16 @@ def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any,
                "speedup": {name: cpu_total["regen"] / cpu_total[name] for name in names},
                "speedup_prompt_included": {name: (cpu_total["regen"] + cpu_plain_prefill) / cpu_all[name]
                                            for name in names if name != "regen"}}
+        if all("cad_prefill_warm_cpu_seconds" in r for r in results):
+            # warm: the constant head of each prompt cached (the plain one for PLD and regen)
+            warm = {key: sum(r[f"{key}_prefill_warm_cpu_seconds"] for r in results) for key in ("cad", "plain")}
+            cpu["prefill_warm_seconds"] = warm
+            cpu["prompt_tokens_cached"] = {key: sum(r[f"{key}_prompt_tokens_cached"] for r in results)
+                                           for key in ("cad", "plain")}
+            cpu["speedup_prompt_included_warm"] = {
+                name: (cpu_total["regen"] + warm["plain"])
+                / (cpu_total[name] + warm["plain" if name in pld else "cad"])
+                for name in names if name != "regen"}
         if cpu_tau:
             cpu["tau_kernel"] = cpu_tau
             cpu["regen_seconds_per_token"] = cpu_total["regen"] / regen_tokens

@@ -48,7 +48,8 @@ from ..errors import InputError
 from ..files import read_text
 from ..tools.corpus import Case
 from ._common import environment, progress
-from ._loop import clocked_generator, cpu_run
+from ..decoding.prompts import trained_style
+from ._loop import WarmPrefill, clocked_generator, cpu_run
 from .fuzz import check_result
 
 __all__ = ["CONFIGS", "DEFAULT_CONFIGS", "QualityConfig", "format_table", "load_eval_cases", "run"]
@@ -169,7 +170,7 @@ def _run_text(model: Any, case: Case, budget: int, sampling: dict[str, Any]) -> 
     from ..tools.text import ReplyError, apply_reply
 
     adapter = get_adapter(model.hf_tokenizer)
-    ids = adapter.prompt_ids(case.doc, case.meta["instruction"])
+    ids = adapter.prompt_ids(case.doc, case.meta["instruction"], style=trained_style(model.model))
     temperature = sampling.get("temperature", 0.0)
     kwargs: dict[str, Any] = {"do_sample": False} if not temperature else {
         "do_sample": True, "temperature": temperature, "top_p": 1.0, "top_k": 0}
@@ -205,6 +206,11 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "forwards_mean": round(statistics.mean(r["forwards"] for r in rows), 1),
             "cpu_seconds_mean": round(statistics.mean(r["cpu_total_seconds"] for r in rows), 3),
             "cpu_gen_seconds_mean": round(statistics.mean(r["cpu_gen_seconds"] for r in rows), 3),
+            # warm: the prompt's constant head cached once per process (bench._loop.WarmPrefill)
+            "cpu_warm_seconds_mean": round(statistics.mean(r["cpu_gen_seconds"] + r["cpu_prefill_warm_seconds"]
+                                                           for r in rows), 3),
+            "prompt_tokens_mean": round(statistics.mean(r["prompt_tokens"] for r in rows), 1),
+            "prompt_tokens_cached_mean": round(statistics.mean(r["prompt_tokens_cached"] for r in rows), 1),
             "program_tokens_mean": round(statistics.mean(r["program_tokens"] for r in rows), 1),
             # CaD: the model's program against the oracle's, on the edits it got right
             "program_over_oracle_exact": _ratio([r for r in rows if r["exact"] and "oracle_tokens" in r])}
@@ -240,6 +246,9 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
         if preset not in loaded:
             loaded[preset] = loader(preset)
         model = loaded[preset]
+        adapter = get_adapter(model.hf_tokenizer)
+        style, plain = trained_style(model.model), method in ("regen", "pld")
+        warm = WarmPrefill(model.model, adapter.constant_ids(style=style, plain=plain))
         runs = [("greedy", {"temperature": 0.0}, cases)]
         if name in cfg.sampled:
             sample_cases = cases[:cfg.sampled_limit] if cfg.sampled_limit else cases
@@ -255,10 +264,13 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
                     budget = (cfg.cad_budget if method == "cad" else
                               len(model.hf_tokenizer.encode(case.gold, add_special_tokens=False)) + cfg.regen_margin)
                     rec = _run_generator(model, case, method, options, budget, sampling)
+                instruction = case.meta["instruction"]
+                rec.update(warm(adapter.plain_prompt_ids(case.doc, instruction) if plain else
+                                adapter.prompt_ids(case.doc, instruction, style=style)))
                 rec.update(config=name, sampling=label, case=case.id, kind=case.meta.get("kind", "?"),
                            corpus=case.meta.get("corpus", "?"))
                 if method == "cad":
-                    rec["oracle_tokens"] = _oracle_tokens(get_adapter(model.hf_tokenizer), case)
+                    rec["oracle_tokens"] = _oracle_tokens(adapter, case)
                 records.append(rec)
     return records
 
@@ -316,6 +328,24 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
             "environment": {**env, "loadavg_end": environment()["loadavg_1_5_15"]}, "summaries": summaries, "records": records}
 
 
+def _speed_table(report: dict[str, Any], greedy: Sequence[str]) -> str:
+    """Process CPU seconds per edit (greedy) generation only, prompt included cold (the
+    run's own prefill) and warm (the prompt's constant head cached); speed-ups over ``regen``."""
+    s = {key.split("/")[0]: report["summaries"][key]["all"] for key in greedy}
+    base = s.get("regen")
+    lines = ["Speed (greedy, process CPU s per edit; cold: the whole prompt prefilled; warm: its "
+             "constant head cached once per process):", "",
+             "| configuration | prompt tokens | cached when warm | gen only | prompt incl., cold | prompt incl., warm "
+             "| speed-up over regen: gen / cold / warm |", "|---|---:|---:|---:|---:|---:|---|"]
+    for name, a in s.items():
+        times = (a["cpu_gen_seconds_mean"], a["cpu_seconds_mean"], a["cpu_warm_seconds_mean"])
+        keys = ("cpu_gen_seconds_mean", "cpu_seconds_mean", "cpu_warm_seconds_mean")
+        ups = " / ".join(f"{base[k] / t:.2f}x" for k, t in zip(keys, times)) if base else "-"
+        lines.append(f"| {name} | {a['prompt_tokens_mean']} | {a['prompt_tokens_cached_mean']} | {times[0]:.3f} "
+                     f"| {times[1]:.3f} | {times[2]:.3f} | {ups} |")
+    return "\n".join(lines)
+
+
 def format_table(report: dict[str, Any]) -> str:
     """The markdown tables of a report: overall (synthetic / commits) and by kind for greedy."""
     out = ["| configuration | sampling | n | exact (synthetic) | exact (commits) | complete | valid of complete "
@@ -332,6 +362,7 @@ def format_table(report: dict[str, Any]) -> str:
         out.append(f"| {name} | {label} | {a['n']} | {exact_s} | {exact_c} | {a['complete']:.0%} | {valid} "
                    f"| {a['copies_in_range']:.0%} | {a['forwards_mean']} | {a['cpu_seconds_mean']} |")
     greedy = [k for k in report["summaries"] if k.endswith("/greedy")]
+    out += ["", _speed_table(report, greedy)]
     for field, title in (("kind", "edit kind"), ("corpus", "corpus")):
         columns = sorted({r[field] for r in report["records"]})
         out += ["", f"Exact match by {title} (greedy):", "",

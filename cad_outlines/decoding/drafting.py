@@ -40,7 +40,7 @@ from collections import deque
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
 
 import numpy as np
 from rapidfuzz.distance import Indel
@@ -237,6 +237,12 @@ def _clip(text: str) -> str:
     return text[:half] + text[-half:]
 
 
+def forward_clock(runner: Any) -> Callable[[], float]:
+    """The clock forwards are timed by: process CPU time on a CPU (a shared machine's
+    other work stays out), wall time on an accelerator."""
+    return time.process_time if str(getattr(runner, "device", "cpu")).startswith("cpu") else time.perf_counter
+
+
 @dataclass(frozen=True)
 class ForwardCost:
     """What one forward costs on a machine, by its width (positions appended to the cache).
@@ -250,6 +256,9 @@ class ForwardCost:
     widths: tuple[int, ...]
     keep1: tuple[float, ...]
     full: tuple[float, ...]
+    #: Let each run rescale the curve by its own forwards (:class:`DraftBudget`); ``False``
+    #: reads it as measured.
+    online: bool = True
 
     def __post_init__(self) -> None:
         if not (len(self.widths) == len(self.keep1) == len(self.full) >= 2):
@@ -309,7 +318,7 @@ class ForwardCost:
         ``TransformersRunner(model.model)``.
         """
         widths = sorted(set(widths) | {1})
-        clock = time.process_time if str(getattr(runner, "device", "cpu")).startswith("cpu") else time.perf_counter
+        clock = forward_clock(runner)
         ids = [100 + (k * 7919) % 20000 for k in range(prefix + max(widths))]
         cache = runner.new_cache()
         runner.forward(ids[:prefix], cache)
@@ -341,8 +350,16 @@ class DraftBudget:
     run from a prior; two figures because lookup drafts are bimodal: a match that ends
     where the gen changes the text fails at once, one that holds tends to hold long).
     ``L`` tokens spare ``p1 * (1 + q + ... + q**(L-1))`` decode steps on average and
-    cost the forward ``cost.steps(width + L, L + 1) - cost.steps(width)`` steps.
+    cost the forward ``scale * (cost.steps(width + L, L + 1) - cost.steps(width))`` steps.
     :meth:`length` picks the ``L`` with the largest gain (0 when none gains).
+
+    ``scale`` calibrates the curve online (:meth:`observe`, fed every forward of the run):
+    a curve measured at another load than the decode's misprices width (a busy machine
+    can make wide forwards relatively cheaper or dearer), so once the run has timed
+    :data:`MIN_OBSERVED` one-token forwards and as many wider ones within the curve's
+    widths, ``scale`` is the median over recent wider forwards of their extra cost over a
+    one-token forward (in the run's own one-token forwards, median) divided by the
+    curve's. A curve with ``online=False`` is read as it is.
 
     Parameters
     ----------
@@ -358,9 +375,35 @@ class DraftBudget:
         "tag": (10.0, 9.0, 9.0, 1.0), "lookup_long": (2.0, 1.2, 3.0, 1.0),
         "lookup_mid": (2.0, 1.1, 2.5, 1.0), "lookup_short": (2.0, 1.0, 2.0, 1.0)}
 
+    #: Timed forwards of each sort (one-token; wider) before :attr:`scale` moves off 1.
+    MIN_OBSERVED = 3
+
     def __init__(self, cost: ForwardCost | None):
         self.cost = cost
         self.counts = {kind: list(prior) for kind, prior in self.PRIOR.items()}
+        #: The run's width cost over the curve's (1 until calibrated; see the class docstring).
+        self.scale = 1.0
+        self._tau: deque[float] = deque(maxlen=32)  # recent one-token forwards, seconds
+        self._wide: deque[tuple[float, float]] = deque(maxlen=64)  # (seconds, curve's extra steps)
+
+    @property
+    def calibrates(self) -> bool:
+        """Whether :meth:`observe` should be fed (a curve that adapts online)."""
+        return self.cost is not None and self.cost.online
+
+    def observe(self, width: int, rows: int, seconds: float) -> None:
+        """One forward of the run (an ``ObservedRunner`` observer): update :attr:`scale`."""
+        if not self.calibrates or seconds <= 0:
+            return
+        if width == 1:
+            self._tau.append(seconds)
+        elif width <= self.cost.widths[-1]:  # the prefill and long splices: outside the curve
+            self._wide.append((seconds, self.cost.steps(width, rows) - 1.0))
+        if len(self._tau) >= self.MIN_OBSERVED and len(self._wide) >= self.MIN_OBSERVED:
+            tau = float(np.median(self._tau))
+            ratios = [(s / tau - 1.0) / extra for s, extra in self._wide if extra > 0]
+            if ratios:
+                self.scale = max(0.0, float(np.median(ratios)))
 
     def acceptance(self, kind: str) -> tuple[float, float]:
         """``(p1, q)``: the first token's acceptance and each later one's."""
@@ -378,7 +421,7 @@ class DraftBudget:
         for length in range(1, offered + 1):
             saved += chance
             chance *= q
-            gain = saved - (self.cost.steps(width + length, length + 1) - base)
+            gain = saved - self.scale * (self.cost.steps(width + length, length + 1) - base)
             if gain > best_gain:
                 best, best_gain = length, gain
         return best

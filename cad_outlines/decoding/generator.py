@@ -30,23 +30,24 @@ import torch
 from outlines.generator import SteerableGenerator
 
 from ..language import program
-from ..adapters import Adapter, get_adapter
+from ..adapters import Adapter, check_style, get_adapter
 from .compiling import CompiledGrammar, compile_grammar, tokenizer_setup_seconds
 from .constraint import LoopConstraint, ProgramConstraint, Unconstrained
 from .document import DocumentView
-from .drafting import DraftBudget, Drafter, DraftKind, ForwardCost, PendingDraft
+from .drafting import DraftBudget, Drafter, DraftKind, ForwardCost, PendingDraft, forward_clock
 from .forcing import ForcedText
 from .options import LoopSwitches, Through
 from ..errors import CaDError
 from ..language.grammar import Granularity, load_grammar, specialize
 from ..language.program import Copy, CopyTokens, Op
-from .prompts import Prompt, PromptTemplate, as_messages
-from .runner import Runner, TransformersRunner
+from .prompts import Prompt, PromptTemplate, as_messages, trained_style
+from .runner import ObservedRunner, Runner, TransformersRunner
 from .sampler import SAMPLING_OPTIONS, OptionError, Sampler, SamplingOptions
 from .streaming import DocumentStream
 # Re-exported: the result types and the loop's errors live in .results.
 from .results import (CaDResult, CaDStats, ContextLengthError, ForcedProgramError,  # noqa: F401
-                      IncompleteProgramError, ProgressCallback, UnsupportedModelError, check_model)
+                      IncompleteProgramError, ProgressCallback, UnsupportedModelError, check_model,
+                      context_limit)
 
 
 #: The longest draft appended to one forward (``<program><copy lines="1-1234`` is 13
@@ -107,7 +108,10 @@ class CaDGenerator(SteerableGenerator):
     prompt_template
         Jinja layout of the instruction message, over ``{{ instruction }}``,
         ``{{ format }}`` and ``{{ document }}`` (:class:`~cad_outlines.decoding.prompts.PromptTemplate`);
-        ``None``: instruction, format statement, ``Document:`` and the numbered document.
+        ``None``: the layout of ``prompt_style``.
+    prompt_style
+        ``"full"`` or ``"compact"`` (constant part first, instruction last;
+        ``adapters/_view.py``); ``None``: the model's own (:func:`~.prompts.trained_style`).
     logits_processors
         transformers-style ``(input_ids, scores) -> scores`` processors applied to every
         chosen token's masked scores (``input_ids``: the ids the model has seen), before
@@ -156,7 +160,8 @@ class CaDGenerator(SteerableGenerator):
                  seed: int | None = 0, splice: bool = True, fast_forward: bool = True,
                  mode: Literal["strict", "clipped"] = "strict", adapter: str | Adapter | None = None,
                  trace_alpha: bool = False, draft_tags: bool = True, draft_lookup: bool = True,
-                 prompt_template: str | PromptTemplate | None = None, runner: Runner | None = None,
+                 prompt_template: str | PromptTemplate | None = None, prompt_style: str | None = None,
+                 runner: Runner | None = None,
                  logits_processors: Sequence[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = (),
                  forward_cost: ForwardCost | None = None, monotone_copies: bool = False,
                  max_gen_tokens: int | None = None, tokenizer: Any = None,
@@ -189,6 +194,11 @@ class CaDGenerator(SteerableGenerator):
         self.logits_processors = tuple(logits_processors)
         self.prompt_template = (prompt_template if prompt_template is None or isinstance(prompt_template, PromptTemplate)
                                 else PromptTemplate(prompt_template))
+        self.prompt_style = trained_style(self.hf_model) if prompt_style is None else prompt_style
+        try:
+            check_style(self.prompt_style, granularity)
+        except ValueError as err:
+            raise OptionError(str(err)) from None
         if isinstance(adapter, Adapter):
             adapter.check_tokenizer(hf_tokenizer)
             self.adapter = adapter
@@ -367,7 +377,8 @@ class CaDGenerator(SteerableGenerator):
         instruction = prompt if isinstance(prompt, str) else messages
         if plain:
             return self.adapter.plain_prompt_ids(self.document, instruction)
-        return self.adapter.prompt_ids(self.document, instruction, self.granularity, self.prompt_template)
+        return self.adapter.prompt_ids(self.document, instruction, self.granularity, self.prompt_template,
+                                       self.prompt_style)
 
     # -- the decode loop ------------------------------------------------------------
 
@@ -397,15 +408,16 @@ class CaDGenerator(SteerableGenerator):
 
         prompt_ids = self._prompt_ids(prompt, plain_prompt)
         stats.prompt_tokens = len(prompt_ids)
-        self._check_context(len(prompt_ids))
-        limit = getattr(self.runner, "max_positions", None)
-        limit = limit if isinstance(limit, int) else None
+        limit = context_limit(self.runner, len(prompt_ids), len(self.document))
         # The ids the model has seen (prompt + everything appended), for the repetition
         # penalty, as transformers' generate gives it; kept only when the sampler needs it.
         seen = list(prompt_ids) if sampler.needs_context else None
         cache = self.runner.new_cache()
-        draft = (PendingDraft(self.runner, cache, DraftBudget(self.forward_cost))
-                 if self.draft_tags and constrained else None)
+        draft = None
+        if self.draft_tags and constrained:
+            budget = DraftBudget(self.forward_cost)  # its curve is calibrated by the run's forwards
+            draft = PendingDraft(ObservedRunner(self.runner, budget.observe, forward_clock(self.runner))
+                                 if budget.calibrates else self.runner, cache, budget)
         proposal, kind = self._propose(constraint, stats, len(prompt_ids), draft) if draft is not None else ([], "tag")
         if progress is not None:
             progress(stats)
@@ -514,19 +526,6 @@ class CaDGenerator(SteerableGenerator):
 
     # -- pieces of the loop ----------------------------------------------------------
 
-    def _check_context(self, prompt_tokens: int) -> None:
-        """Fail before any forward when the prompt leaves no position for the program.
-
-        Past ``max_position_embeddings`` a model's positions are untrained (or out of its
-        rotary table); decoding there would produce garbage, slowly.
-        """
-        limit = getattr(self.runner, "max_positions", None)
-        if isinstance(limit, int) and prompt_tokens >= limit:
-            raise ContextLengthError(
-                f"the prompt is {prompt_tokens} tokens but the model's context is {limit} positions "
-                f"(max_position_embeddings): the document ({len(self.document)} characters) is "
-                "too long for this model; split it or use a model with a longer context")
-
     def _forward_drafted(self, context: Sequence[int], proposal: list[int], kind: DraftKind,
                          cache: Any, draft: PendingDraft | None) -> torch.Tensor:
         """ONE forward over ``context`` + ``proposal``; the logits after ``context``.
@@ -534,12 +533,13 @@ class CaDGenerator(SteerableGenerator):
         The drafted tokens and the logits after each of them go to ``draft`` (``kind``:
         what they were drawn from, for the draft budget).
         """
+        runner = self.runner if draft is None else draft.runner  # the draft's may be observed
         if draft is not None:
             draft.trim()  # a forward starts with no unverified draft
         if not proposal:
-            return self.runner.forward(context, cache)
+            return runner.forward(context, cache)
         assert draft is not None and not len(draft), "a forward starts with no unverified draft"
-        rows = self.runner.forward(list(context) + proposal, cache, rows=len(proposal) + 1)
+        rows = runner.forward(list(context) + proposal, cache, rows=len(proposal) + 1)
         draft.add(proposal, list(rows[1:]), kind)
         return rows[0]
 

@@ -36,6 +36,12 @@ class PromptError(InputError):
     """A prompt or prompt template that cannot be used; the message says what and where."""
 
 
+def trained_style(hf_model: Any) -> str:
+    """The prompt style a model was trained on: ``hf_model.config.cad_prompt_style`` (the
+    real-weight loader sets it from its adapter's record), else ``"full"``."""
+    return getattr(getattr(hf_model, "config", None), "cad_prompt_style", "full")
+
+
 def as_messages(prompt: Prompt) -> list[dict[str, str]]:
     """The conversation of ``prompt``: a list of ``{"role", "content"}`` dicts.
 

@@ -38,6 +38,24 @@ class ContextLengthError(InputError):
     """A prompt that does not fit the model's context (``max_position_embeddings``)."""
 
 
+def context_limit(runner: Any, prompt_tokens: int, document_chars: int) -> int | None:
+    """The runner's context length (``None``: no limit); fails before any forward when
+    the prompt leaves no position for the program.
+
+    Past ``max_position_embeddings`` a model's positions are untrained (or out of its
+    rotary table); decoding there would produce garbage, slowly.
+    """
+    limit = getattr(runner, "max_positions", None)
+    if not isinstance(limit, int):
+        return None
+    if prompt_tokens >= limit:
+        raise ContextLengthError(
+            f"the prompt is {prompt_tokens} tokens but the model's context is {limit} positions "
+            f"(max_position_embeddings): the document ({document_chars} characters) is "
+            "too long for this model; split it or use a model with a longer context")
+    return limit
+
+
 @dataclass
 class CaDStats:
     """Counts and wall-clock of one run.

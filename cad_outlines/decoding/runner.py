@@ -65,6 +65,7 @@ class TransformersRunner:
         the instruction and the format statement when several files get one instruction).
         ``reused`` says how many positions the last prefill took from it. Off by default:
         reused positions give logits equal to a full prefill's up to float rounding.
+        :meth:`pin` keeps one given prefix instead (the part every prompt shares).
     """
 
     def __init__(self, hf_model: Any, prefix_cache: bool = False):
@@ -73,6 +74,7 @@ class TransformersRunner:
         #: Positions the last prefill reused from the previous prompt (``prefix_cache``).
         self.reused = 0
         self._kept: tuple[list[int], list[tuple[torch.Tensor, torch.Tensor]]] | None = None
+        self._pinned = False
         self.device: torch.device = next(hf_model.parameters()).device
         self.vocab_size: int = hf_model.get_output_embeddings().weight.shape[0]
         config = hf_model.config
@@ -97,7 +99,7 @@ class TransformersRunner:
         with torch.inference_mode():
             out = self.model(input_ids=torch.tensor([ids[skip:]], device=self.device),
                              use_cache=True, logits_to_keep=rows, **{self._cache_kw: cache})
-        if prefill:
+        if prefill and not self._pinned:
             self._keep(ids, cache)
         if rows == 1:
             return out.logits[0, -1].float().cpu()
@@ -106,6 +108,20 @@ class TransformersRunner:
     def crop(self, cache: Any, n: int) -> None:
         if n:
             cache.crop(-n)  # a negative crop removes that many tokens
+
+    def pin(self, ids: Sequence[int]) -> None:
+        """Compute the KV of ``ids`` once and keep it as the only reusable prefix (turns
+        ``prefix_cache`` on): every later prompt that starts with it skips those positions.
+        ``Adapter.constant_ids`` is the prefix every prompt of a style shares."""
+        ids = list(ids)
+        self.prefix_cache, self._pinned, self._kept = True, False, None
+        if ids:
+            cache = self.new_cache()
+            with torch.inference_mode():
+                self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True,
+                           logits_to_keep=1, **{self._cache_kw: cache})
+            self._keep(ids, cache)
+        self._pinned = True
 
     def _reuse(self, ids: list[int], cache: Any, rows: int) -> int:
         """Fill the empty ``cache`` with the kept prompt's KV over the prefix it shares with
@@ -165,12 +181,16 @@ class ObservedRunner:
         The runner doing the work.
     observer
         Called after each :meth:`forward` with the number of ids appended, the rows of
-        logits returned and the wall-clock seconds it took.
+        logits returned and the seconds it took by ``clock``.
+    clock
+        Wall clock by default; the draft budget's calibration passes process CPU time on a CPU.
     """
 
-    def __init__(self, inner: Runner, observer: Callable[[int, int, float], None]):
+    def __init__(self, inner: Runner, observer: Callable[[int, int, float], None],
+                 clock: Callable[[], float] = time.perf_counter):
         self.inner = inner
         self.observer = observer
+        self.clock = clock
         self.device = inner.device
         self.vocab_size = inner.vocab_size
         self.max_positions = getattr(inner, "max_positions", None)
@@ -184,9 +204,9 @@ class ObservedRunner:
         return getattr(self.inner, "reused", 0)
 
     def forward(self, ids: Sequence[int], cache: Any, rows: int = 1) -> torch.Tensor:
-        clock = time.perf_counter()
+        clock = self.clock()
         out = self.inner.forward(ids, cache, rows)
-        self.observer(len(ids), rows, time.perf_counter() - clock)
+        self.observer(len(ids), rows, self.clock() - clock)
         return out
 
     def crop(self, cache: Any, n: int) -> None:
@@ -194,13 +214,13 @@ class ObservedRunner:
 
     def forward_batch(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                       position_ids: torch.Tensor, cache: Any) -> tuple[torch.Tensor, Any]:
-        clock = time.perf_counter()
+        clock = self.clock()
         out = self.inner.forward_batch(input_ids, attention_mask, position_ids, cache)
-        self.observer(int(input_ids.shape[1]), int(input_ids.shape[0]), time.perf_counter() - clock)
+        self.observer(int(input_ids.shape[1]), int(input_ids.shape[0]), self.clock() - clock)
         return out
 
     def forward_tensor(self, input_ids: torch.Tensor, cache: Any, keep: int) -> torch.Tensor:
-        clock = time.perf_counter()
+        clock = self.clock()
         out = self.inner.forward_tensor(input_ids, cache, keep)
-        self.observer(int(input_ids.shape[1]), keep, time.perf_counter() - clock)
+        self.observer(int(input_ids.shape[1]), keep, self.clock() - clock)
         return out

@@ -137,14 +137,17 @@ class RowBuilder:
         ``"lines"`` or ``"tokens"``.
     adapter
         Adapter name or instance overriding auto-detection.
+    prompt_style
+        The prompt's layout (``adapters/_view.py``): ``"full"`` or ``"compact"``.
     """
 
     def __init__(self, tokenizer: Any, granularity: Granularity = "lines",
-                 adapter: str | Adapter | None = None):
+                 adapter: str | Adapter | None = None, prompt_style: str = "full"):
         if granularity not in ("lines", "tokens"):
             raise SFTError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
         self.tokenizer = tokenizer
         self.granularity: Granularity = granularity
+        self.prompt_style = prompt_style
         self.adapter = adapter if isinstance(adapter, Adapter) else get_adapter(tokenizer, adapter)
         # No model: the recording runner stands in for the forwards.
         self._runner = _RecordingRunner(max(len(tokenizer), self.adapter.facts.vocab_size))
@@ -179,18 +182,20 @@ class RowBuilder:
         text = target if isinstance(target, str) else program.render(target)
         self._runner.fed = []
         gen = CaDGenerator(None, doc, tokenizer=self.tokenizer, granularity=self.granularity, adapter=self.adapter,
-                           max_new_tokens=1 << 30, draft_tags=False, runner=self._runner)
+                           max_new_tokens=1 << 30, draft_tags=False, runner=self._runner,
+                           prompt_style=self.prompt_style)
         try:
             result = gen.run(instruction, force_program=text)
         except (ForcedProgramError, ValueError) as err:
             raise SFTError(f"case {case_id or '?'}: the program does not decode: {err}") from err
         fed = list(self._runner.fed)
-        prompt_ids = self.adapter.prompt_ids(doc, instruction, self.granularity)
+        style = self.prompt_style
+        prompt_ids = self.adapter.prompt_ids(doc, instruction, self.granularity, style=style)
         labels = self._labels(fed, prompt_ids, gen.view.spans(result.ops), case_id)
         tail = self._tail(fed, labels, result.program, result.stats.program_tokens, case_id)
-        return SFTRow(case_id, instruction, self.adapter.prompt(doc, instruction, self.granularity),
+        return SFTRow(case_id, instruction, self.adapter.prompt(doc, instruction, self.granularity, style=style),
                       result.program, fed + tail, labels + tail,
-                      self.adapter.user_content(doc, instruction, self.granularity))
+                      self.adapter.user_content(doc, instruction, self.granularity, style=style))
 
     def _labels(self, fed: list[int], prompt_ids: list[int], spans: list[list[int]],
                 case_id: str) -> list[int]:

@@ -45,6 +45,7 @@ class TrainConfig:
 
     base: str = "smollm2-135m-base"
     layout: str = "cad"
+    prompt_style: str = "full"  # the cad layout's prompt (adapters/_view.py)
     steps: int = 600
     batch_size: int = 1
     lr: float = 1e-3
@@ -103,11 +104,13 @@ def regen_row(adapter: Any, case: Case) -> Row:
     return prompt + answer, [IGNORE] * len(prompt) + answer
 
 
-def rows_for(cases: Iterable[Case], tokenizer: Any, layout: str, max_tokens: int) -> tuple[list[Row], int]:
-    """Rows of ``cases`` in ``layout``; and how many were dropped for ``max_tokens``."""
+def rows_for(cases: Iterable[Case], tokenizer: Any, layout: str, max_tokens: int,
+             prompt_style: str = "full") -> tuple[list[Row], int]:
+    """Rows of ``cases`` in ``layout`` (``cad`` prompts in ``prompt_style``); and how many
+    were dropped for ``max_tokens``."""
     if layout not in LAYOUTS:
         raise InputError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
-    builder = RowBuilder(tokenizer)
+    builder = RowBuilder(tokenizer, prompt_style=prompt_style)
     rows, dropped = [], 0
     for case in cases:
         if layout == "cad":
@@ -160,7 +163,7 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     model, tokenizer = build(cfg.base)
-    rows, dropped = rows_for(cases, tokenizer, cfg.layout, cfg.max_tokens)
+    rows, dropped = rows_for(cases, tokenizer, cfg.layout, cfg.max_tokens, cfg.prompt_style)
     if not rows:
         raise InputError("no training row fits --max-tokens")
     order = list(range(len(rows)))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import importlib.util
 import os
 import shutil
@@ -170,6 +171,22 @@ def adapter_dir(adapter: str) -> Path:
     return folder
 
 
+def adapter_prompt_style(adapter: str | os.PathLike) -> str:
+    """The prompt style recorded with an adapter: its folder's ``training.json`` (shipped)
+    or the ``record.json`` beside it (a ``cad-outlines train`` run); ``"full"`` when none
+    is recorded (every adapter trained before the style existed)."""
+    folder = Path(adapter)
+    record = folder / "training.json"
+    if not record.is_file():
+        record = folder.parent / "record.json"
+    if not record.is_file():
+        return "full"
+    try:
+        return json.loads(record.read_text())["config"].get("prompt_style", "full")
+    except (ValueError, KeyError, AttributeError) as err:
+        raise InputError(f"{record}: not a training record ({type(err).__name__}: {err})") from None
+
+
 def load_real(name: str = "smollm2-135m", *, adapter: str | os.PathLike | None | bool = True,
               dtype: Any = None, device: Any = "cpu", progress: bool = False) -> tuple[Any, Any]:
     """``(hf_model, hf_tokenizer)`` of a real-weight preset, in eval mode.
@@ -206,6 +223,9 @@ def load_real(name: str = "smollm2-135m", *, adapter: str | os.PathLike | None |
         if not (Path(adapter) / "adapter_config.json").is_file():
             raise InputError(f"{adapter}: not a LoRA adapter folder (no adapter_config.json)")
         model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+        # The prompt layout the adapter was trained on travels with the model, as its
+        # generation defaults do; CaDGenerator(prompt_style=None) reads it.
+        model.config.cad_prompt_style = adapter_prompt_style(adapter)
     model.to(target)
     model.eval()
     return model, tokenizer
