@@ -91,6 +91,8 @@ def test_prompt_cost_splits_numbers_and_format_statement(tmp_path, capsys):
     schemes = report["numbering_tokens_per_line"]
     assert schemes["{i:>w}| "] == report["numbers_tokens_per_line"]
     assert schemes["{i} "] < schemes["{i:>w}| "]
+    # the compact prompt: its statement and "{i} " numbering, fewer tokens than cad's
+    assert row["plain"] < row["compact"] < row["cad"] and report["compact_over_plain"] < report["cad_over_plain"]
     corpus = tmp_path / "c.jsonl"
     corpus.write_text((Path(__file__).parent / "fixtures" / "corpus_sample.jsonl").read_text().splitlines()[0] + "\n")
     assert cli.main(["bench", "prompt", str(corpus), "--tokenizer", str(QWEN)]) == 0

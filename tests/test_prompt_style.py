@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from cad_outlines.adapters import PROMPT_STYLES, get_adapter
 from cad_outlines.decoding.generator import CaDGenerator
 from cad_outlines.decoding.runner import TransformersRunner
-from cad_outlines.decoding.sampler import OptionError
+from cad_outlines.decoding.prompts import PromptError
 from cad_outlines.tools.weights import adapter_prompt_style
 
 from testdata import FAMILY_PRESETS
@@ -92,7 +92,7 @@ def test_the_generator_uses_the_style_the_model_was_trained_on(tiny_model):
     ({"prompt_style": "compact", "granularity": "tokens"}, "use it with granularity 'lines'"),
 ])
 def test_a_bad_style_is_one_clear_error(tiny_model, options, message):
-    with pytest.raises(OptionError, match=message):
+    with pytest.raises(PromptError, match=message):
         CaDGenerator(tiny_model("tiny-qwen"), DOC, **options)
 
 

@@ -91,6 +91,21 @@ def test_forced_programs_give_the_hf_documents(family):
     assert stopped_inside_gen.requests == stopped_inside_gen.splices + 2
 
 
+def test_the_compact_prompt_gives_the_hf_loops_program_and_prompt(family):
+    from cad_outlines.decoding.prompts import PromptError
+
+    llm, hf_model = family
+    editor = cad_vllm.VLLMEditor(llm, max_new_tokens=4096, prompt_style="compact")
+    assert cad_vllm.VLLMEditor(llm).prompt_style == "full"  # the tiny models record no style
+    with pytest.raises(PromptError, match="prompt_style must be one of"):
+        cad_vllm.VLLMEditor(llm, prompt_style="short")
+    doc, text = _cases()[0]
+    got = editor.run(doc, "edit", force_program=text)
+    want = CaDGenerator(hf_model, doc, prompt_style="compact").run("edit", force_program=text)
+    assert got.document == want.document and got.program == want.program == text
+    assert got.stats.prompt_tokens == want.stats.prompt_tokens
+
+
 def test_splices_hit_the_prefix_cache(family):
     llm, _ = family
     editor = cad_vllm.VLLMEditor(llm, max_new_tokens=4096)

@@ -10,7 +10,9 @@ chat template around them is the same for all three, so it is left out):
 ``plain``     instruction + ``"\\n\\nDocument:\\n"`` + the document;
 ``numbered``  the same with the numbered document (no format statement);
 ``cad``       the generator's user message (``Adapter.user_content``: format statement
-              and numbered document).
+              and numbered document), style ``full``;
+``compact``   the same in style ``compact`` (short statement, ``"{i} "`` numbering,
+              instruction last; ``adapters/_view.py``).
 
 ``numbered - plain`` is the line numbers' cost, ``cad - numbered`` the format
 statement's. How much prefill time the difference costs depends on the model; ``bench
@@ -73,10 +75,11 @@ def prompt_cost(cases: Sequence[Case], adapter: Any, instruction: str = "Apply t
         plain = plain_tokens(case.doc)
         numbered = plain_tokens(adapter.render_document(case.doc, "lines"))
         cad = len(adapter.encode(adapter.user_content(case.doc, instruction, "lines")))
+        compact = len(adapter.encode(adapter.user_content(case.doc, instruction, "lines", style="compact")))
         schemes = {name: plain_tokens(_numbered(case.doc, row)) for name, row in NUMBERINGS.items()}
         rows.append({"id": case.id, "lines": len(split_lines(case.doc)), "plain": plain,
-                     "numbered": numbered, "cad": cad, "numberings": schemes})
-    total = {k: sum(r[k] for r in rows) for k in ("lines", "plain", "numbered", "cad")}
+                     "numbered": numbered, "cad": cad, "compact": compact, "numberings": schemes})
+    total = {k: sum(r[k] for r in rows) for k in ("lines", "plain", "numbered", "cad", "compact")}
     return {
         "family": adapter.name, "n": len(rows), "instruction": instruction, "cases": rows, "total": total,
         "numbers_tokens_per_line": (total["numbered"] - total["plain"]) / total["lines"],
@@ -85,6 +88,7 @@ def prompt_cost(cases: Sequence[Case], adapter: Any, instruction: str = "Apply t
             for name in NUMBERINGS},
         "format_tokens": statistics.median(r["cad"] - r["numbered"] for r in rows),
         "cad_over_plain": total["cad"] / total["plain"],
+        "compact_over_plain": total["compact"] / total["plain"],
         "cad_over_plain_case_median": statistics.median(r["cad"] / r["plain"] for r in rows),
     }
 
@@ -94,13 +98,14 @@ def format_prompt_cost(reports: Sequence[dict[str, Any]], name: str = "") -> str
     lines = [f"user-message tokens {name}: plain = instruction + document; numbered = + line numbers; "
              "cad = + format statement", "",
              "| family | cases | plain | numbered | cad | number tokens per line | format statement "
-             "tokens | cad / plain (pooled, case median) |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "tokens | cad / plain (pooled, case median) | compact | compact / plain |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in reports:
         t = r["total"]
         lines.append(f"| {r['family']} | {r['n']} | {t['plain']} | {t['numbered']} | {t['cad']} "
                      f"| {r['numbers_tokens_per_line']:.2f} | {r['format_tokens']:.0f} "
-                     f"| {r['cad_over_plain']:.2f}, {r['cad_over_plain_case_median']:.2f} |")
+                     f"| {r['cad_over_plain']:.2f}, {r['cad_over_plain_case_median']:.2f} "
+                     f"| {t['compact']} | {r['compact_over_plain']:.2f} |")
     names = list(NUMBERINGS)
     lines += ["", f"number tokens per line {name}, by numbering scheme (the first is the generator's; "
               "\\t is a tab)", "",

@@ -30,7 +30,7 @@ import torch
 from outlines.generator import SteerableGenerator
 
 from ..language import program
-from ..adapters import Adapter, check_style, get_adapter
+from ..adapters import Adapter, get_adapter
 from .compiling import CompiledGrammar, compile_grammar, tokenizer_setup_seconds
 from .constraint import LoopConstraint, ProgramConstraint, Unconstrained
 from .document import DocumentView
@@ -40,7 +40,7 @@ from .options import LoopSwitches, Through
 from ..errors import CaDError
 from ..language.grammar import Granularity, load_grammar, specialize
 from ..language.program import Copy, CopyTokens, Op
-from .prompts import Prompt, PromptTemplate, as_messages, trained_style
+from .prompts import Prompt, PromptTemplate, as_messages, style_for
 from .runner import ObservedRunner, Runner, TransformersRunner
 from .sampler import SAMPLING_OPTIONS, OptionError, Sampler, SamplingOptions
 from .streaming import DocumentStream
@@ -194,11 +194,7 @@ class CaDGenerator(SteerableGenerator):
         self.logits_processors = tuple(logits_processors)
         self.prompt_template = (prompt_template if prompt_template is None or isinstance(prompt_template, PromptTemplate)
                                 else PromptTemplate(prompt_template))
-        self.prompt_style = trained_style(self.hf_model) if prompt_style is None else prompt_style
-        try:
-            check_style(self.prompt_style, granularity)
-        except ValueError as err:
-            raise OptionError(str(err)) from None
+        self.prompt_style = style_for(prompt_style, self.hf_model, granularity)
         if isinstance(adapter, Adapter):
             adapter.check_tokenizer(hf_tokenizer)
             self.adapter = adapter

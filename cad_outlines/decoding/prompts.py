@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence, Union
 import jinja2
 import jinja2.meta
 
+from ..adapters import check_style
 from ..errors import InputError
 
 #: The variables a :class:`PromptTemplate` may use.
@@ -37,9 +38,26 @@ class PromptError(InputError):
 
 
 def trained_style(hf_model: Any) -> str:
-    """The prompt style a model was trained on: ``hf_model.config.cad_prompt_style`` (the
-    real-weight loader sets it from its adapter's record), else ``"full"``."""
-    return getattr(getattr(hf_model, "config", None), "cad_prompt_style", "full")
+    """The prompt style a model was trained on: ``cad_prompt_style`` of its config (the
+    real-weight loader sets it from its adapter's record; ``save_pretrained`` keeps it),
+    else ``"full"``. ``hf_model``: a transformers model, or its config (vLLM's ``hf_config``)."""
+    return getattr(getattr(hf_model, "config", hf_model), "cad_prompt_style", "full")
+
+
+def style_for(style: str | None, hf_model: Any, granularity: str) -> str:
+    """``style``, or the model's own when ``None`` (:func:`trained_style`), checked.
+
+    Raises
+    ------
+    PromptError
+        For a style other than ``adapters.PROMPT_STYLES``, or ``compact`` with tokens.
+    """
+    style = trained_style(hf_model) if style is None else style
+    try:
+        check_style(style, granularity)
+    except ValueError as err:
+        raise PromptError(str(err)) from None
+    return style
 
 
 def as_messages(prompt: Prompt) -> list[dict[str, str]]:

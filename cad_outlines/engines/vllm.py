@@ -55,6 +55,7 @@ from ..adapters import Adapter, get_adapter, load_tokenizer
 from ..decoding.compiling import compile_grammar
 from ..decoding.constraint import ProgramConstraint
 from ..decoding.document import DocumentView
+from ..decoding.prompts import style_for
 from ..decoding.sampler import OptionError, SamplingOptions
 from ..decoding.forcing import forced_ids
 from ..decoding.results import CaDResult, CaDStats, ForcedProgramError, IncompleteProgramError
@@ -178,6 +179,9 @@ class VLLMEditor:
         Resolver mode, ``"strict"`` or ``"clipped"``.
     adapter
         Adapter name or instance overriding auto-detection.
+    prompt_style
+        The prompt's layout, as for the transformers engine; ``None``: the model's own
+        (``cad_prompt_style`` in its config, else ``"full"``).
 
     Raises
     ------
@@ -188,7 +192,7 @@ class VLLMEditor:
     def __init__(self, engine: Any, *, granularity: Granularity = "lines",
                  max_new_tokens: int = 2048, temperature: float = 0.0, top_p: float = 1.0,
                  seed: int | None = None, mode: Literal["strict", "clipped"] = "strict",
-                 adapter: str | Adapter | None = None, **sampling: Any):
+                 adapter: str | Adapter | None = None, prompt_style: str | None = None, **sampling: Any):
         if granularity not in ("lines", "tokens"):
             raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
         if max_new_tokens < 1:
@@ -220,6 +224,7 @@ class VLLMEditor:
         self.adapter = adapter if isinstance(adapter, Adapter) else get_adapter(tokenizer, adapter)
         config = engine.llm_engine.vllm_config if isinstance(engine, LLM) else engine.vllm_config
         self.block_size: int = config.cache_config.block_size
+        self.prompt_style = style_for(prompt_style, engine.model_config.hf_config, granularity)
         self._ids = itertools.count()
 
     # -- public API -------------------------------------------------------------------
@@ -395,7 +400,7 @@ class _Session:
         # engine-side copy (in CaDLogitsProcessor) masks.
         self.constraint = ProgramConstraint(
             compile_grammar(adapter.tokenizer, self.upper, self.granularity), self.view.indices)
-        prompt = adapter.prompt_ids(document, instruction, self.granularity)
+        prompt = adapter.prompt_ids(document, instruction, self.granularity, style=editor.prompt_style)
         self.context: list[int] = list(prompt)
         self.program_ids: list[int] = []
         self.forced: list[int] | None = None
@@ -494,7 +499,7 @@ class _RegenSession:
     def __init__(self, editor: VLLMEditor, document: str, instruction: str, target: str | None):
         self.editor = editor
         self.adapter = adapter = editor.adapter
-        prompt = adapter.prompt_ids(document, instruction, editor.granularity)
+        prompt = adapter.prompt_ids(document, instruction, editor.granularity, style=editor.prompt_style)
         self.prompt = prompt
         eos = adapter.eos_token_id
         self.forced = adapter.encode(target) + [eos] if target is not None else None
