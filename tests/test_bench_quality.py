@@ -24,8 +24,11 @@ def test_every_configuration_runs_and_is_summarised(tiny_model):
         if rec["config"] in ("cad", "base_cad", "cad_monotone", "base_guarded") and rec["complete"]:
             assert rec["valid"], rec
         assert rec["forwards"] >= 1 and rec["cpu_total_seconds"] > 0
+        # warm: the prompt's constant head (the chat header here) is not prefilled again
+        assert 0 < rec["prompt_tokens_cached"] < rec["prompt_tokens"] and rec["cpu_prefill_warm_seconds"] > 0
     guarded = [r for r in report["records"] if r["config"] == "base_guarded"]
     assert all(r["program_tokens"] <= 24 for r in guarded)
     table = format_table(report)
     assert "| cad | seed0 |" in table and "Exact match by edit kind" in table
+    assert "prompt incl., warm" in table and "| regen_pld20 |" in table
     assert set(report["summaries"]) >= {"cad/greedy", "cad/seed0", "regen/greedy"}

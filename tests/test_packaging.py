@@ -99,7 +99,7 @@ def test_wheel_ships_typing_marker_and_the_demo_tokenizer(tmp_path):
     for name in ["tokenizer.json", "tokenizer_config.json", "LICENSE", "README.md"]:
         assert f"cad_outlines/data/tokenizers/qwen/{name}" in names
     # the real model's adapters: each one small enough to ship (<= 10 MiB), with its record
-    for adapter in ("smollm2-135m-cad", "smollm2-135m-regen"):
+    for adapter in ("smollm2-135m-cad", "smollm2-135m-compact", "smollm2-135m-regen"):
         for name in ("adapter_config.json", "adapter_model.safetensors", "training.json"):
             assert f"cad_outlines/data/adapters/{adapter}/{name}" in names
         weights = ROOT / "cad_outlines" / "data" / "adapters" / adapter / "adapter_model.safetensors"

