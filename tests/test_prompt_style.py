@@ -108,3 +108,27 @@ def test_an_adapters_style_is_read_from_its_record(tmp_path):
     assert adapter_prompt_style(run / "adapter") == "full"
     (run / "record.json").write_text(json.dumps({"config": {"prompt_style": "compact"}}))
     assert adapter_prompt_style(run / "adapter") == "compact"
+
+
+def test_batch_reuses_each_prompts_shared_prefix_then_turns_reuse_off(tiny_model, monkeypatch):
+    model = tiny_model("tiny-qwen")
+    forced = '<program><copy lines="1-1"/><gen>\n    return a - b\n</gen><copy lines="3-3"/></program>'
+    seen: list[tuple[int, int, str]] = []
+
+    def call(self, prompt, **options):  # a forced program: random weights write noise
+        result = self.run(prompt, force_program=forced, **options)
+        seen.append((result.stats.prompt_tokens_reused, result.stats.prompt_tokens, result.document))
+        return result.document
+
+    monkeypatch.setattr(CaDGenerator, "__call__", call)
+    for style in PROMPT_STYLES:
+        seen.clear()
+        gen = CaDGenerator(model, DOC, prompt_style=style)
+        docs = gen.batch(["Subtract.", "Subtract b from a.", "Return a minus b."])
+        assert docs == ["def add(a, b):\n    return a - b\n"] * 3
+        assert seen[0][0] == 0 and all(0 < reused < total for reused, total, _ in seen[1:])
+        if style == "compact":  # the statement and the whole numbered document are shared
+            head = len(gen.adapter.constant_ids(style="compact"))
+            assert all(reused > head + 10 for reused, _, _ in seen[1:])
+        assert not gen.runner.prefix_cache  # a single call afterwards prefills everything
+        assert gen.run("Subtract.", force_program=forced).stats.prompt_tokens_reused == 0

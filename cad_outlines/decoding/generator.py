@@ -21,8 +21,9 @@ cache alone (a drafted token reaches the grammar only once it is chosen).
 
 from __future__ import annotations
 
-import time
+import contextlib
 import dataclasses
+import time
 from functools import cached_property
 from typing import Any, Callable, Generator, Iterable, Iterator, Literal, Sequence
 
@@ -253,18 +254,21 @@ class CaDGenerator(SteerableGenerator):
     def batch(self, prompts: Sequence[Prompt], **options: Any) -> list[str]:  # type: ignore[override]
         """Edit the document once per prompt (sequentially), with the same ``options``.
 
-        Raises at the first prompt that fails (e.g. :class:`IncompleteProgramError`); the
-        documents finished before it are not lost: they are the error's ``completed``
-        list, in prompt order.
+        Each prefill after the first reuses the KV of the prefix its prompt shares with the
+        previous one (``TransformersRunner.reusing``): the chat header, and with the
+        ``compact`` style the format statement and the document too. Raises at the first
+        prompt that fails (e.g. :class:`IncompleteProgramError`); the documents finished
+        before it are the error's ``completed`` list, in prompt order.
         """
         self._call_options(options)  # reject a bad option before the first decode
         done: list[str] = []
-        for prompt in prompts:
-            try:
-                done.append(self(prompt, **options))
-            except CaDError as err:
-                err.completed = done  # type: ignore[attr-defined]
-                raise
+        with getattr(self.runner, "reusing", contextlib.nullcontext)():
+            for prompt in prompts:
+                try:
+                    done.append(self(prompt, **options))
+                except CaDError as err:
+                    err.completed = done  # type: ignore[attr-defined]
+                    raise
         return done
 
     def run(self, prompt: Prompt, *, force_program: str | Sequence[Op] | None = None,

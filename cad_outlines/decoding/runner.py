@@ -15,9 +15,10 @@ through the same object, so an :class:`ObservedRunner` sees every forward.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Iterator, Protocol, Sequence, runtime_checkable
 
 import torch
 
@@ -108,6 +109,19 @@ class TransformersRunner:
     def crop(self, cache: Any, n: int) -> None:
         if n:
             cache.crop(-n)  # a negative crop removes that many tokens
+
+    @contextlib.contextmanager
+    def reusing(self) -> Iterator[None]:
+        """``prefix_cache`` on for the calls inside (``CaDGenerator.batch``), then back
+        as it was; the prefixes kept inside are dropped unless it was on before."""
+        before = self.prefix_cache
+        self.prefix_cache = True
+        try:
+            yield
+        finally:
+            self.prefix_cache = before
+            if not before:
+                self._kept, self._pinned, self.reused = None, False, 0
 
     def pin(self, ids: Sequence[int]) -> None:
         """Compute the KV of ``ids`` once and keep it as the only reusable prefix (turns
