@@ -340,10 +340,10 @@ def _speed_table(report: dict[str, Any], greedy: Sequence[str]) -> str:
              "constant head cached once per process):", "",
              "| configuration | prompt tokens | cached when warm | gen only | prompt incl., cold | prompt incl., warm "
              "| speed-up over regen: gen / cold / warm |", "|---|---:|---:|---:|---:|---:|---|"]
+    keys = ("cpu_gen_seconds_mean", "cpu_seconds_mean", "cpu_warm_seconds_mean")
     for name, a in s.items():
-        times = (a["cpu_gen_seconds_mean"], a["cpu_seconds_mean"], a["cpu_warm_seconds_mean"])
-        keys = ("cpu_gen_seconds_mean", "cpu_seconds_mean", "cpu_warm_seconds_mean")
-        ups = " / ".join(f"{base[k] / t:.2f}x" for k, t in zip(keys, times)) if base else "-"
+        times = [a[k] for k in keys]
+        ups = " / ".join(f"{base[k] / a[k]:.2f}x" for k in keys) if base else "-"
         lines.append(f"| {name} | {a['prompt_tokens_mean']} | {a['prompt_tokens_cached_mean']} | {times[0]:.3f} "
                      f"| {times[1]:.3f} | {times[2]:.3f} | {ups} |")
     return "\n".join(lines)
