@@ -55,7 +55,7 @@ def test_the_fine_tuned_model_gets_most_explicit_edits_right(real_model):
     assert sum(exact) >= 6, exact  # bench quality measures the rate; this guards a regression
 
 
-@pytest.mark.parametrize("preset", ["smollm2-135m", "smollm2-135m-base"])
+@pytest.mark.parametrize("preset", ["smollm2-135m", "smollm2-135m-compact", "smollm2-135m-base"])
 def test_sampled_real_programs_keep_every_guarantee(real_model, preset):
     model = real_model(preset)
     complete = 0
@@ -65,8 +65,11 @@ def test_sampled_real_programs_keep_every_guarantee(real_model, preset):
             result = gen.run(case.meta["instruction"])
             assert check_result(result, gen) == [], (case.id, seed, result.program)
             complete += result.complete
-    if preset == "smollm2-135m":
-        assert complete >= 4  # the tuned model finishes its programs: the check saw some
+    if preset != "smollm2-135m-base":
+        assert complete >= 4  # the tuned models finish their programs: the check saw some
+    if preset == "smollm2-135m-compact":  # prompted in the style it was trained on
+        assert gen.prompt_style == "compact" and result.stats.prompt_tokens == len(
+            gen.adapter.prompt_ids(case.doc, case.meta["instruction"], style="compact"))
 
 
 def test_the_guards_stop_the_base_model_early(real_model):
