@@ -77,7 +77,7 @@ PROMPT_STYLES = ("full", "compact")
 _COMPACT = (
     "Reply with an edit program, not the edited document: "
     f"{_PROGRAM} holding, in order, {syntax.copy_tag('lines', 'i', 'j')} (lines i to j, unchanged) "
-    f"and {_GEN}. Each line of the document starts with its number and a space.\n\n"
+    f"and {_GEN}. Each line of the document starts with its number and a space."
 )
 
 
@@ -94,7 +94,7 @@ def format_statement(granularity: str, style: str = "full") -> str:
     if granularity not in _FORMAT:
         raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
     check_style(style, granularity)
-    return _COMPACT.rstrip("\n") if style == "compact" else _FORMAT[granularity]
+    return _COMPACT if style == "compact" else _FORMAT[granularity]
 
 
 def number_lines(document: str, style: str = "full") -> str:
@@ -161,13 +161,8 @@ def user_content(instruction: str, view: str, granularity: str, template: Any = 
     if template is not None:
         return template.render(instruction=instruction.strip(), format=statement, document=view)
     if style == "compact":
-        return f"{constant_head(style)}{view}\n\n{instruction.strip()}"
+        return f"{statement}\n\n{view}\n\n{instruction.strip()}"
     return f"{instruction.strip()}\n\n{statement}\n\nDocument:\n{view}"
-
-
-def constant_head(style: str) -> str:
-    """The start of the user message that is the same for every edit ("" for ``full``)."""
-    return _COMPACT if style == "compact" else ""
 
 
 def plain_content(instruction: str, document: str) -> str:

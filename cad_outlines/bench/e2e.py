@@ -73,7 +73,7 @@ from outlines.processors.base_logits_processor import OutlinesLogitsProcessor
 
 from ..tools.ceiling import case_ceiling
 from ..tools.corpus import Case
-from ..adapters import PROMPT_STYLES
+from ..decoding.prompts import style_for
 from ..errors import InputError
 from ..language.syntax import split_lines
 from ..decoding.drafting import ForwardCost
@@ -126,8 +126,7 @@ class E2EConfig:
         if unknown:
             raise InputError(f"skip: {', '.join(unknown)} cannot be skipped; the optional runs are "
                              f"{', '.join(OPTIONAL_RUNS)}")
-        if self.prompt_style not in PROMPT_STYLES:
-            raise InputError(f"prompt_style must be one of {', '.join(PROMPT_STYLES)}, got {self.prompt_style!r}")
+        style_for(self.prompt_style, None, "lines")  # the engines' check and message
         if self.order not in ("file", "size"):
             raise InputError(f"order must be 'file' or 'size', got {self.order!r}")
         if self.limit is not None and self.limit < 1:
@@ -306,11 +305,10 @@ def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs
             runs[name] = _cad_run(model, case, instruction, ops, budget, prompt_style=style, **options)
     plain_ids = plain_prompt_ids(model.hf_tokenizer, case.doc, instruction)
     prefills = {}
-    for key, ids in (("cad", prompt_ids), ("plain", plain_ids)):
-        if warm is not None:
-            timed = warm[key](ids)
-            prefills.update({f"{key}_prefill_warm_cpu_seconds": timed["cpu_prefill_warm_seconds"],
-                             f"{key}_prompt_tokens_cached": timed["prompt_tokens_cached"]})
+    for key, ids in (("cad", prompt_ids), ("plain", plain_ids)) if warm is not None else ():
+        timed = warm[key](ids)
+        prefills.update({f"{key}_prefill_warm_cpu_seconds": timed["cpu_prefill_warm_seconds"],
+                         f"{key}_prompt_tokens_cached": timed["prompt_tokens_cached"]})
     gold_ids = adapter.encode(case.gold)
     for text in pld:
         setting = PLDSetting.parse(text)

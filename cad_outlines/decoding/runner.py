@@ -127,15 +127,10 @@ class TransformersRunner:
         """Compute the KV of ``ids`` once and keep it as the only reusable prefix (turns
         ``prefix_cache`` on): every later prompt that starts with it skips those positions.
         ``Adapter.constant_ids`` is the prefix every prompt of a style shares."""
-        ids = list(ids)
         self.prefix_cache, self._pinned, self._kept = True, False, None
         if ids:
-            cache = self.new_cache()
-            with torch.inference_mode():
-                self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True,
-                           logits_to_keep=1, **{self._cache_kw: cache})
-            self._keep(ids, cache)
-        self._pinned = True
+            self.forward(ids, self.new_cache())  # a prefill into a fresh cache keeps its ids
+        self._pinned, self.reused = True, 0
 
     def _reuse(self, ids: list[int], cache: Any, rows: int) -> int:
         """Fill the empty ``cache`` with the kept prompt's KV over the prefix it shares with
