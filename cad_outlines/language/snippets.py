@@ -1,0 +1,119 @@
+"""Lazy edit snippets: the changed region of a file with a few context lines, gaps marked by
+a comment in the file's own syntax (``# ... existing code ...``), as editors send them to
+apply models (Cursor, Morph, Relace).
+
+Conventions (the training mix and the apply entry points share them):
+
+* a **marker line** (:func:`is_marker`) stands for unchanged lines of the original that the
+  snippet does not repeat; a snippet starts or ends with one when it does not reach the
+  file's first or last line;
+* every other line of the snippet is a line of the edited file, in order;
+* a **deletion** is shown by the context lines on either side of the deleted lines written
+  next to each other, with no marker between them (a marker there would mean "unchanged
+  code here");
+* an update may carry an instruction beside it (:func:`update_instruction`).
+
+Model-free: the mix builds snippets from a document and its gold (:func:`make_snippet`),
+and the prompt carries them through :func:`update_instruction`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import PurePath
+from typing import Sequence
+
+__all__ = ["COMMENT_STYLES", "comment_style", "is_marker", "make_snippet", "marker", "update_instruction"]
+
+#: Comment syntax by file suffix: (opening, closing).
+COMMENT_STYLES: dict[str, tuple[str, str]] = {
+    **dict.fromkeys((".py", ".sh", ".rb", ".yaml", ".yml", ".toml", ".r", ".pl", ".cfg", ".txt"), ("#", "")),
+    **dict.fromkeys((".c", ".h", ".cc", ".cpp", ".hpp", ".cu", ".js", ".ts", ".tsx", ".jsx", ".java",
+                     ".go", ".rs", ".swift", ".kt", ".cs", ".m", ".scala", ".dart", ".zig"), ("//", "")),
+    **dict.fromkeys((".md", ".html", ".htm", ".xml", ".svg", ".vue"), ("<!--", "-->")),
+    **dict.fromkeys((".sql", ".lua", ".hs", ".elm", ".ada"), ("--", "")),
+    ".css": ("/*", "*/"),
+}
+_MARKER_WORDS = {"#": "code", "//": "code", "--": "code", "/*": "code", "<!--": "content"}
+
+#: A whole line that is only a comment saying "... existing code ..." (or "rest of the file",
+#: "unchanged"), in any of the comment syntaxes above, indented or not.
+_MARKER = re.compile(
+    r"^\s*(?:#|//|--|/\*|<!--|;)\s*(?:\.\.\.|…)\s*"
+    r"(?:existing|unchanged|rest of(?: the)?|keep(?: the)?|previous|remaining|other)"
+    r"[\w\s]*?(?:\.\.\.|…)?\s*(?:\*/|-->)?\s*$",
+    re.IGNORECASE)
+
+
+def comment_style(path: str | None) -> tuple[str, str]:
+    """The comment syntax for a file name (``"#"`` when the suffix is unknown)."""
+    suffix = PurePath(path).suffix.lower() if path else ""
+    return COMMENT_STYLES.get(suffix, ("#", ""))
+
+
+def marker(path: str | None = None, indent: str = "") -> str:
+    """The marker line for ``path``'s syntax: ``# ... existing code ...``, ``<!-- ... existing content ... -->``."""
+    opening, closing = comment_style(path)
+    text = f"{indent}{opening} ... existing {_MARKER_WORDS.get(opening, 'code')} ..."
+    return f"{text} {closing}" if closing else text
+
+
+def is_marker(line: str) -> bool:
+    """Whether ``line`` is a gap marker in any supported comment syntax."""
+    return bool(_MARKER.match(line))
+
+
+def _indent(line: str) -> str:
+    return line[:len(line) - len(line.lstrip())]
+
+
+def make_snippet(doc: Sequence[str], gold: Sequence[str], path: str | None = None,
+                 context: int = 2) -> str | None:
+    """The lazy snippet that turns ``doc`` into ``gold`` (lists of lines without
+    newlines), with ``context`` unchanged lines around each change; ``None`` when they
+    are equal, or when a kept line of the edited file would read as a marker.
+
+    Changes closer than ``2 * context + 1`` lines share one region; a marker (indented
+    like the line after the gap) stands for each gap of unchanged lines.
+    """
+    if any(is_marker(line) for line in gold):
+        return None
+    ops = [op for op in difflib.SequenceMatcher(None, list(doc), list(gold), autojunk=False).get_opcodes()
+           if op[0] != "equal"]
+    if not ops:
+        return None
+    # regions in gold coordinates: [j1 - context, j2 + context)
+    regions: list[list[int]] = []
+    for _, _, _, j1, j2 in ops:
+        lo, hi = max(0, j1 - context), min(len(gold), j2 + context)
+        if regions and lo <= regions[-1][1]:
+            regions[-1][1] = max(regions[-1][1], hi)
+        else:
+            regions.append([lo, hi])
+    out: list[str] = []
+    previous = 0
+    for lo, hi in regions:
+        if lo > previous:
+            out.append(marker(path, _indent(gold[lo]) if lo < len(gold) else ""))
+        out.extend(gold[lo:hi])
+        previous = hi
+    if previous < len(gold):
+        out.append(marker(path, _indent(gold[previous])))
+    return "\n".join(out) + "\n"
+
+
+def update_instruction(snippet: str, instruction: str | None = None, path: str | None = None) -> str:
+    """The instruction text that carries an update snippet into a prompt.
+
+    The snippet goes where an instruction goes (the adapters' prompt layout, after the
+    document in the compact style), fenced by ``<update>`` tags so that its own lines
+    cannot be read as the request; ``instruction`` (optional) says what the update is for.
+    """
+    lines = []
+    if instruction and instruction.strip():
+        lines.append(instruction.strip())
+    lines.append(f"Apply this update to the document; `{marker(path).strip()}` stands for lines "
+                 "kept as they are:")
+    body = snippet if snippet.endswith("\n") else snippet + "\n"
+    return "\n".join(lines) + f"\n<update>\n{body}</update>"
