@@ -27,6 +27,7 @@ evaluated on a file it was trained on. Everything is seeded; nothing here import
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import random
@@ -37,7 +38,7 @@ from typing import Iterable, Sequence
 from ..language.syntax import split_lines
 from .corpus import Case
 
-__all__ = ["KINDS", "MixConfig", "make_mix", "split_of"]
+__all__ = ["KINDS", "MixConfig", "MixV2Config", "eval_sets_v2", "make_mix", "make_mix_v2", "split_of"]
 
 MIN_LINES, MAX_LINES = 8, 24
 #: Longest line a window may hold (characters): long lines make long rows.
@@ -277,3 +278,198 @@ def commit_cases(records_by_corpus: dict[str, list[dict]], split: str = "eval") 
                               {"kind": "commit", "corpus": corpus, "file": key,
                                "instruction": r["instruction"].strip()}))
     return cases
+
+
+# -- mix v2: whole files, a person's own words, lazy snippets, real commits -------------------
+
+#: Document length buckets of the v2 mix (lines, inclusive) and their shares.
+BUCKETS_V2: tuple[tuple[int, int, float], ...] = ((8, 50, 0.45), (51, 150, 0.30), (151, 400, 0.25))
+#: How a v2 case asks for its edit, and the shares: ``words`` (a training phrasing),
+#: ``templated`` (the first mix's sentence), ``snippet`` (a lazy update snippet, the
+#: fast-apply contract), ``subject`` (a real commit's subject line; commits only).
+FORMS_V2: dict[str, float] = {"words": 0.45, "templated": 0.10, "snippet": 0.30, "subject": 0.15}
+#: Share of the v2 mix that edits real commits (their instruction: snippet or subject).
+COMMIT_SHARE_V2 = 0.25
+#: Longest line a v2 document may hold (whole files keep their long lines up to this).
+MAX_LINE_CHARS_V2 = 200
+
+
+@dataclass(frozen=True)
+class MixV2Config:
+    """What determines a v2 mix (recorded with every training run).
+
+    ``forms`` may name ``held_out`` (phrasings never used in training) for evaluation sets.
+    """
+
+    seed: int = 0
+    cases: int = 2000
+    split: str = "train"
+    buckets: tuple[tuple[int, int, float], ...] = BUCKETS_V2
+    forms: tuple[tuple[str, float], ...] = tuple(FORMS_V2.items())
+    commit_share: float = COMMIT_SHARE_V2
+    snippet_context: int = 2
+    version: int = 2
+
+
+def _body(f: _File) -> list[str]:
+    return f.lines[:-1] if f.lines and f.lines[-1] == "" else f.lines
+
+
+def _document(rng: random.Random, f: _File, lo: int, hi: int) -> list[str] | None:
+    """The whole file when its length is in ``lo..hi``; a window of a longer file (as long
+    as the bucket allows); ``None`` for a shorter file or one with over-long lines."""
+    body = _body(f)
+    if len(body) < lo:
+        return None
+    if len(body) <= hi:
+        doc = list(body)
+    else:
+        size = rng.randint(lo, hi)
+        start = 0 if rng.random() < 0.3 else rng.randint(0, len(body) - size)
+        doc = body[start:start + size]
+    if any(len(line) > MAX_LINE_CHARS_V2 for line in doc) or sum(bool(x.strip()) for x in doc) < len(doc) // 2:
+        return None
+    return doc
+
+
+def _commit_region(rng: random.Random, record: dict, lo: int, hi: int) -> tuple[list[str], list[str]] | None:
+    """A real commit as a document of ``lo..hi`` lines: the whole file when it fits,
+    else a window around the change with the same unchanged tail in both texts."""
+    a, b = split_lines(record["doc"]), split_lines(record["gold"])
+    if a and a[-1] == "" and b and b[-1] == "":
+        a, b = a[:-1], b[:-1]
+    ops = [op for op in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if op[0] != "equal"]
+    if not ops or abs(len(a) - len(b)) > hi // 2:
+        return None
+    if lo <= len(a) <= hi and len(b) <= hi + 20:
+        doc, gold = a, b
+    else:
+        i1, i2, j2 = ops[0][1], ops[-1][2], ops[-1][4]
+        if i2 - i1 > hi // 2 or len(a) < lo:
+            return None
+        size = rng.randint(max(lo, i2 - i1 + 4), hi)
+        before = rng.randint(0, max(0, min(i1, size - (i2 - i1))))
+        start = max(0, i1 - before)
+        tail = max(0, min(len(a) - i2, len(b) - j2, size - (i2 - start)))
+        doc, gold = a[start:i2 + tail], b[start:j2 + tail]
+        if not lo <= len(doc) <= hi:
+            return None
+    if any(len(line) > MAX_LINE_CHARS_V2 for line in doc + gold):
+        return None
+    return doc, gold
+
+
+def _suffix_path(key: str) -> str:
+    return key.split(":", 1)[-1]
+
+
+def make_mix_v2(records_by_corpus: dict[str, list[dict]], cfg: MixV2Config) -> list[Case]:
+    """``cfg.cases`` v2 edit cases of ``cfg.split``: documents of every length bucket
+    (whole files where they fit), synthetic edits of :data:`~.phrasings.KINDS_V2` asked in
+    a person's words, templated or as a lazy snippet, and real commits asked by subject
+    or snippet. ``meta``: ``kind``, ``corpus``, ``file``, ``instruction``, ``form``,
+    ``lines`` (the document's), ``bucket`` (``"lo-hi"``), ``snippet`` (when the form is one).
+    """
+    from ..language.snippets import make_snippet, update_instruction
+    from .phrasings import KINDS_V2, make_edit, phrase
+
+    rng = random.Random(f"v2:{cfg.seed}:{cfg.split}")
+    corpora = sorted(records_by_corpus)
+    files = {c: _files(records_by_corpus[c], cfg.split) for c in corpora}
+    pools = {c: [line for f in files[c] for line in f.lines if line.strip() and len(line) <= MAX_LINE_CHARS]
+             for c in corpora}
+    commits = {c: [r for r in records_by_corpus[c]
+                   if split_of(r.get("source", ""), r.get("path", r["id"])) == cfg.split and r.get("instruction")]
+               for c in corpora}
+    kinds, kind_weights = list(KINDS_V2), list(KINDS_V2.values())
+    forms = dict(cfg.forms)
+    synthetic_forms = [f for f in forms if f != "subject"]
+    cases: list[Case] = []
+    seen: set[tuple[str, str]] = set()
+    attempts = 0
+    while len(cases) < cfg.cases:
+        attempts += 1
+        if attempts > cfg.cases * 200:
+            raise ValueError(f"could not make {cfg.cases} v2 cases from these corpora ({len(cases)} made)")
+        lo, hi, _ = rng.choices(cfg.buckets, [b[2] for b in cfg.buckets])[0]
+        corpus = rng.choice(corpora)
+        if rng.random() < cfg.commit_share:
+            if not commits[corpus]:
+                continue
+            record = rng.choice(commits[corpus])
+            region = _commit_region(rng, record, lo, hi)
+            if region is None:
+                continue
+            doc_lines, gold_lines = region
+            key = f"{record.get('source', '')}:{record.get('path', record['id'])}"
+            kind, edit_facts = "commit", None
+            commit_forms = [f for f in ("snippet", "subject") if forms.get(f)]
+            if not commit_forms:
+                continue
+            form = rng.choices(commit_forms, [forms[f] for f in commit_forms])[0]
+        else:
+            if not files[corpus]:
+                continue
+            f = rng.choice(files[corpus])
+            doc_lines = _document(rng, f, lo, hi)
+            if doc_lines is None:
+                continue
+            kind = rng.choices(kinds, kind_weights)[0]
+            made = make_edit(kind, rng, doc_lines, pools[corpus], corpus)
+            if made is None:
+                continue
+            gold_lines, edit_facts, key = made.gold, made, f.key
+            form = rng.choices(synthetic_forms, [forms[x] for x in synthetic_forms])[0]
+            if form == "templated" and kind not in _V1_KINDS:
+                continue  # the first mix had no sentence for this kind
+        snippet = None
+        if form == "snippet":
+            snippet = make_snippet(doc_lines, gold_lines, _suffix_path(key), cfg.snippet_context)
+            if snippet is None:
+                continue
+            instruction = update_instruction(snippet, path=_suffix_path(key))
+        elif form == "subject":
+            instruction = record["instruction"].strip()
+        else:
+            instruction = phrase(edit_facts, rng, {"words": "train"}.get(form, form))
+        doc, gold = _text(doc_lines), _text(gold_lines)
+        if (doc, instruction) in seen:
+            continue
+        seen.add((doc, instruction))
+        meta = {"kind": kind, "corpus": corpus, "file": key, "instruction": instruction, "form": form,
+                "lines": len(doc_lines), "bucket": f"{lo}-{hi}"}
+        if snippet is not None:
+            meta["snippet"] = snippet
+        cases.append(Case(f"{cfg.split}-v2-{len(cases):05d}-{kind}", doc, gold, meta))
+    return cases
+
+
+_V1_KINDS = frozenset(("replace", "insert_after", "insert_before", "delete", "delete_span", "change", "rename",
+                       "swap", "identity"))
+
+
+#: The evaluation subsets of ``bench quality`` v2: name -> (buckets, forms, commit share).
+EVAL_SETS_V2: dict[str, tuple[tuple[tuple[int, int, float], ...], tuple[tuple[str, float], ...], float]] = {
+    "templated": (((8, 50, 1.0),), (("templated", 1.0),), 0.0),
+    "held_out_phrasings": (((8, 50, 0.6), (51, 150, 0.4)), (("held_out", 1.0),), 0.0),
+    "whole_le50": (((8, 50, 1.0),), (("words", 1.0),), 0.0),
+    "whole_51_150": (((51, 150, 1.0),), (("words", 1.0),), 0.0),
+    "whole_151_400": (((151, 400, 1.0),), (("words", 1.0),), 0.0),
+    "commit_snippets": (((8, 50, 0.3), (51, 150, 0.35), (151, 400, 0.35)), (("snippet", 1.0),), 1.0),
+    "commit_subjects": ((((8, 50, 0.3), (51, 150, 0.35), (151, 400, 0.35))), (("subject", 1.0),), 1.0),
+}
+
+
+def eval_sets_v2(records_by_corpus: dict[str, list[dict]], per_set: int = 30, seed: int = 0) -> dict[str, list[Case]]:
+    """The v2 evaluation subsets on the eval split (files never trained on), ``per_set``
+    cases each (fewer where the eval split's commits run out)."""
+    out: dict[str, list[Case]] = {}
+    for name, (buckets, forms, commit_share) in EVAL_SETS_V2.items():
+        cfg = MixV2Config(seed=seed, cases=per_set, split="eval", buckets=buckets, forms=forms,
+                          commit_share=commit_share)
+        try:
+            cases = make_mix_v2(records_by_corpus, cfg)
+        except ValueError:  # the eval split's commits can be fewer than asked
+            cases = make_mix_v2(records_by_corpus, dataclasses.replace(cfg, cases=max(1, per_set // 3)))
+        out[name] = [dataclasses.replace(c, id=f"{name}-{i:03d}") for i, c in enumerate(cases)]
+    return out
