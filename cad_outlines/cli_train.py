@@ -81,9 +81,11 @@ COMMANDS.append(_add_sft)
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "train", help="LoRA-fine-tune SmolLM2-135M on explicit edits over real files (resumable)",
-        description="Build the training mix (explicit edits on windows of the corpora's train-split "
-                    "files, plus real commits; tools/edits.py) and LoRA-fine-tune a real-weight "
+        "train", help="LoRA-fine-tune a real-weight preset on edits of real files (resumable)",
+        description="Build the training mix (--mix 1: explicit edits on windows of the corpora's "
+                    "train-split files, plus real commits; --mix 2: whole files up to 400 lines, "
+                    "edits in many phrasings, lazy update snippets and real commits; "
+                    "tools/edits.py) and LoRA-fine-tune a real-weight "
                     "preset on it, in the CaD layout (sft rows: prompt + program with spliced "
                     "copies) or the regeneration layout (plain prompt + edited file). Checkpoints "
                     "every --checkpoint-every steps; run the same command again to resume. "
@@ -96,6 +98,16 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
                         "'i| ') or compact (short statement, lines numbered 'i ', instruction last)")
     p.add_argument("--base", default="smollm2-135m-base", metavar="PRESET", help="the real-weight preset to tune")
     p.add_argument("--cases", type=positive, default=600, metavar="N", help="edits in the training mix")
+    p.add_argument("--mix", type=int, choices=[1, 2], default=1,
+                   help="the training mix: 1 (windows, one sentence per kind) or 2 (whole files, own words, snippets)")
+    p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                   help="the frozen base weights' dtype (bfloat16: ~2x faster steps on CPUs with AVX512-BF16)")
+    p.add_argument("--lora-layers", type=int, default=0, metavar="N",
+                   help="LoRA on the top N decoder layers only (0: all; fewer layers, cheaper backward)")
+    p.add_argument("--sparse-logits", action="store_true",
+                   help="compute the output layer only at labelled positions (same loss, cheaper step)")
+    p.add_argument("--long-tokens", type=int, default=0, metavar="N",
+                   help="length curriculum: no row over N ids in the first third of the steps (0: off)")
     p.add_argument("--steps", type=positive, default=600, metavar="N", help="optimiser steps")
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (warm-up, cosine to 10%%)")
     p.add_argument("--rank", type=positive, default=8, metavar="R", help="LoRA rank (alpha = 2R)")
@@ -126,7 +138,10 @@ def _run_train(args: argparse.Namespace) -> int:
         raise UsageError("--prompt-style applies to --layout cad only")
     cfg = TrainConfig(base=args.base, layout=args.layout, prompt_style=args.prompt_style, steps=args.steps, lr=args.lr, rank=args.rank,
                       alpha=2 * args.rank, seed=args.seed, max_tokens=args.max_tokens,
-                      checkpoint_every=args.checkpoint_every, threads=args.threads)
+                      checkpoint_every=args.checkpoint_every, threads=args.threads, dtype=args.dtype,
+                      lora_layers=args.lora_layers, sparse_logits=args.sparse_logits, long_tokens=args.long_tokens)
+    if args.lora_layers < 0 or args.long_tokens < 0:
+        raise UsageError("--lora-layers and --long-tokens must be >= 0")
     from tqdm.auto import tqdm
 
     with tqdm(total=args.steps, desc=f"train {args.layout}", unit="step",
@@ -136,7 +151,7 @@ def _run_train(args: argparse.Namespace) -> int:
             bar.set_postfix(loss=record["loss"])
             bar.refresh()
 
-        record = train_from_corpora(args.corpus, cfg, args.cases, args.output, log=log)
+        record = train_from_corpora(args.corpus, cfg, args.cases, args.output, log=log, mix_version=args.mix)
     _status(args, f"adapter written to {args.output}/adapter ({record['rows']} rows, "
                   f"{record['dropped_over_max_tokens']} dropped over --max-tokens; loss "
                   f"{record['loss_first_10pct']} -> {record['loss_last_10pct']})")

@@ -56,6 +56,11 @@ class TrainConfig:
     checkpoint_every: int = 25
     threads: int = 1
     mix: dict[str, Any] = field(default_factory=dict)  # the data recipe, recorded as given
+    # The v2 recipe's cost cuts (defaults keep the first adapters' runs exactly as they were):
+    dtype: str = "float32"  # the frozen base's dtype; "bfloat16" halves a CPU step where AVX512-BF16 exists
+    lora_layers: int = 0  # LoRA on the top N decoder layers only (0: every layer)
+    sparse_logits: bool = False  # the output layer only at labelled positions (same loss)
+    long_tokens: int = 0  # curriculum: no row over this many ids in the first third of the steps (0: off)
 
 
 def optimizer(model: Any, lr: float, steps: int, floor: float = 0.0) -> tuple[Any, Any]:
@@ -85,10 +90,25 @@ def collate(batch: Sequence[Row], pad_id: int) -> tuple[torch.Tensor, torch.Tens
     return ids, attn, labels
 
 
-def train_step(model: Any, opt: Any, sched: Any, batch: Sequence[Row], pad_id: int) -> float:
-    """One optimiser step on ``batch``; its loss."""
+def train_step(model: Any, opt: Any, sched: Any, batch: Sequence[Row], pad_id: int,
+               sparse_logits: bool = False) -> float:
+    """One optimiser step on ``batch``; its loss.
+
+    ``sparse_logits``: run the output layer only where a label is predicted (the mean
+    cross-entropy over labelled tokens, as transformers computes it). A CaD row labels
+    ~50 of ~1,800 ids and Qwen2.5's output layer is a fifth of its forward, so this cuts
+    a step by about that much (docs/learn.md).
+    """
     ids, attn, labels = collate(batch, pad_id)
-    loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
+    if sparse_logits:
+        # position p predicts id p+1: keep the positions whose next id is labelled
+        keep = (labels[:, 1:] != IGNORE).any(dim=0).nonzero().flatten()
+        logits = model(input_ids=ids, attention_mask=attn, logits_to_keep=keep).logits
+        target = labels[:, keep + 1]
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1),
+                                                 ignore_index=IGNORE)
+    else:
+        loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
@@ -128,8 +148,15 @@ def rows_for(cases: Iterable[Case], tokenizer: Any, layout: str, max_tokens: int
 def _lora(model: Any, cfg: TrainConfig) -> Any:
     from peft import LoraConfig, get_peft_model
 
-    config = LoraConfig(r=cfg.rank, lora_alpha=cfg.alpha, lora_dropout=0.0, target_modules="all-linear",
-                        task_type="CAUSAL_LM")
+    layers = None
+    if cfg.lora_layers:
+        total = model.config.num_hidden_layers
+        layers = list(range(max(0, total - cfg.lora_layers), total))
+    # layers_to_transform needs named modules; these are "all-linear" of the decoder blocks.
+    targets = ("all-linear" if layers is None else
+               ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    config = LoraConfig(r=cfg.rank, lora_alpha=cfg.alpha, lora_dropout=0.0, target_modules=targets,
+                        layers_to_transform=layers, task_type="CAUSAL_LM")
     return get_peft_model(model, config)
 
 
@@ -162,12 +189,14 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
-    model, tokenizer = build(cfg.base)
+    model, tokenizer = build(cfg.base, dtype=cfg.dtype)
     rows, dropped = rows_for(cases, tokenizer, cfg.layout, cfg.max_tokens, cfg.prompt_style)
     if not rows:
         raise InputError("no training row fits --max-tokens")
     order = list(range(len(rows)))
     random.Random(cfg.seed).shuffle(order)
+    if cfg.long_tokens:
+        order = curriculum(order, [len(ids) for ids, _ in rows], cfg.long_tokens, cfg.steps * cfg.batch_size // 3)
     model = _lora(model, cfg)
     model.train()
     opt, sched = optimizer(model, cfg.lr, cfg.steps, floor=0.1)
@@ -179,6 +208,12 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
         from safetensors.torch import load_file
 
         state = torch.load(checkpoint / "state.pt", weights_only=False)
+        kept = {k: v for k, v in state.get("config", {}).items() if k != "threads"}
+        now = {k: v for k, v in asdict(cfg).items() if k != "threads"}
+        if kept and kept != now:
+            changed = ", ".join(f"{k}: {kept.get(k)!r} -> {now.get(k)!r}" for k in sorted(now) if kept.get(k) != now.get(k))
+            raise InputError(f"{checkpoint}: the checkpoint was made with other settings ({changed}); "
+                             "resume with the same command or use another --output")
         set_peft_model_state_dict(model, {k: v.float() for k, v in
                                           load_file(str(checkpoint / "adapter" / "adapter_model.safetensors")).items()})
         opt.load_state_dict(state["opt"])
@@ -189,7 +224,7 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
     with open(log_path, "a", encoding="utf-8") as log_file:
         while step < cfg.steps:
             batch = [rows[order[(step * cfg.batch_size + b) % len(rows)]] for b in range(cfg.batch_size)]
-            loss = train_step(model, opt, sched, batch, pad)
+            loss = train_step(model, opt, sched, batch, pad, cfg.sparse_logits)
             losses.append(loss)
             step += 1
             record = {"step": step, "loss": round(loss, 5), "tokens": sum(len(ids) for ids, _ in batch),
@@ -202,7 +237,7 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
                 _save_adapter(model, checkpoint / "adapter", half=False)
                 staging = checkpoint / "state.pt.tmp"
                 torch.save({"opt": opt.state_dict(), "sched": sched.state_dict(), "step": step,
-                            "losses": losses}, staging)
+                            "losses": losses, "config": asdict(cfg)}, staging)
                 staging.replace(checkpoint / "state.pt")
     _save_adapter(model, out / "adapter")
     window = max(1, len(losses) // 10)
@@ -215,6 +250,17 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
               "torch": torch.__version__}
     atomic_write(out / "record.json", json.dumps(record, indent=1) + "\n")
     return record
+
+
+def curriculum(order: list[int], lengths: Sequence[int], long_tokens: int, early: int) -> list[int]:
+    """``order`` with no row longer than ``long_tokens`` among its first ``early`` items
+    (short rows first teach the format cheaply; the long ones follow, still shuffled)."""
+    short = [i for i in order if lengths[i] <= long_tokens]
+    long = [i for i in order if lengths[i] > long_tokens]
+    head = short[:early]
+    rest = short[early:] + long
+    random.Random(len(order)).shuffle(rest)
+    return head + rest
 
 
 def load_records(paths: Sequence[str | os.PathLike]) -> dict[str, list[dict]]:
@@ -231,11 +277,16 @@ def load_records(paths: Sequence[str | os.PathLike]) -> dict[str, list[dict]]:
 
 
 def train_from_corpora(paths: Sequence[str | os.PathLike], cfg: TrainConfig, cases: int,
-                       out: str | os.PathLike, *, log: Any = None) -> dict[str, Any]:
-    """The shipped adapters' recipe: :func:`~cad_outlines.tools.edits.make_mix` over the
-    corpora's train split (``cases`` edits, ``cfg.seed``), then :func:`train`."""
-    from .edits import MixConfig, make_mix
+                       out: str | os.PathLike, *, log: Any = None, mix_version: int = 1) -> dict[str, Any]:
+    """The shipped adapters' recipe: the corpora's train split made into ``cases`` edits
+    (``cfg.seed``) by :func:`~cad_outlines.tools.edits.make_mix` (``mix_version=1``:
+    8-24-line windows, one sentence per kind) or :func:`~cad_outlines.tools.edits.make_mix_v2`
+    (2: whole files, a person's words, lazy snippets, real commits), then :func:`train`."""
+    from .edits import MixConfig, MixV2Config, make_mix, make_mix_v2
 
-    mix = MixConfig(seed=cfg.seed, cases=cases, split="train")
+    if mix_version not in (1, 2):
+        raise InputError(f"mix version must be 1 or 2, got {mix_version!r}")
+    mix = (MixConfig if mix_version == 1 else MixV2Config)(seed=cfg.seed, cases=cases, split="train")
     cfg.mix = {**asdict(mix), "corpora": [Path(p).name for p in paths]}
-    return train(make_mix(load_records(paths), mix), cfg, out, log=log)
+    make = make_mix if mix_version == 1 else make_mix_v2
+    return train(make(load_records(paths), mix), cfg, out, log=log)
