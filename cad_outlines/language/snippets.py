@@ -35,6 +35,8 @@ COMMENT_STYLES: dict[str, tuple[str, str]] = {
     **dict.fromkeys((".sql", ".lua", ".hs", ".elm", ".ada"), ("--", "")),
     ".css": ("/*", "*/"),
 }
+#: How far a region's context may widen to reach a line that occurs once in the document.
+MAX_WIDEN = 6
 _MARKER_WORDS = {"#": "code", "//": "code", "--": "code", "/*": "code", "<!--": "content"}
 
 #: A whole line that is only a comment saying "... existing code ..." (or "rest of the file",
@@ -74,8 +76,9 @@ def make_snippet(doc: Sequence[str], gold: Sequence[str], path: str | None = Non
     newlines), with ``context`` unchanged lines around each change; ``None`` when they
     are equal, or when a kept line of the edited file would read as a marker.
 
-    Changes closer than ``2 * context + 1`` lines share one region; a marker (indented
-    like the line after the gap) stands for each gap of unchanged lines.
+    Each end of a region widens (up to :data:`MAX_WIDEN` lines) until its outermost context
+    line occurs once in the document, so a reader can place it; regions that touch share
+    one; a marker (indented like the line after the gap) stands for each gap of unchanged lines.
     """
     if any(is_marker(line) for line in gold):
         return None
@@ -83,10 +86,26 @@ def make_snippet(doc: Sequence[str], gold: Sequence[str], path: str | None = Non
            if op[0] != "equal"]
     if not ops:
         return None
-    # regions in gold coordinates: [j1 - context, j2 + context)
+    counts: dict[str, int] = {}
+    for line in doc:
+        counts[line] = counts.get(line, 0) + 1
+
+    def anchor(line: str) -> bool:  # a context line a reader can find in the document at once
+        return bool(line.strip()) and counts.get(line, 0) == 1
+
+    # regions in gold coordinates: [j1 - context, j2 + context), each end widened (by at most
+    # MAX_WIDEN lines) until its outermost context line occurs once in the document
     regions: list[list[int]] = []
     for _, _, _, j1, j2 in ops:
         lo, hi = max(0, j1 - context), min(len(gold), j2 + context)
+        for _ in range(MAX_WIDEN):
+            if lo == 0 or anchor(gold[lo]):
+                break
+            lo -= 1
+        for _ in range(MAX_WIDEN):
+            if hi == len(gold) or anchor(gold[hi - 1]):
+                break
+            hi += 1
         if regions and lo <= regions[-1][1]:
             regions[-1][1] = max(regions[-1][1], hi)
         else:

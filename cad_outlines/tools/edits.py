@@ -363,12 +363,15 @@ def _suffix_path(key: str) -> str:
     return key.split(":", 1)[-1]
 
 
-def make_mix_v2(records_by_corpus: dict[str, list[dict]], cfg: MixV2Config) -> list[Case]:
+def make_mix_v2(records_by_corpus: dict[str, list[dict]], cfg: MixV2Config, *,
+                allow_fewer: bool = False) -> list[Case]:
     """``cfg.cases`` v2 edit cases of ``cfg.split``: documents of every length bucket
     (whole files where they fit), synthetic edits of :data:`~.phrasings.KINDS_V2` asked in
     a person's words, templated or as a lazy snippet, and real commits asked by subject
     or snippet. ``meta``: ``kind``, ``corpus``, ``file``, ``instruction``, ``form``,
-    ``lines`` (the document's), ``bucket`` (``"lo-hi"``), ``snippet`` (when the form is one).
+    ``lines`` (the document's), ``bucket`` (``"lo-hi"``), ``snippet`` (when the form is one),
+    ``template`` (the phrasing's). ``allow_fewer``: return what could be made instead of
+    raising when the corpora run out of room (evaluation subsets of a small split).
     """
     from ..language.snippets import make_snippet, update_instruction
     from .phrasings import KINDS_V2, make_edit, phrase
@@ -390,6 +393,8 @@ def make_mix_v2(records_by_corpus: dict[str, list[dict]], cfg: MixV2Config) -> l
     while len(cases) < cfg.cases:
         attempts += 1
         if attempts > cfg.cases * 200:
+            if allow_fewer:
+                break
             raise ValueError(f"could not make {cfg.cases} v2 cases from these corpora ({len(cases)} made)")
         lo, hi, _ = rng.choices(cfg.buckets, [b[2] for b in cfg.buckets])[0]
         corpus = rng.choice(corpora)
@@ -422,7 +427,7 @@ def make_mix_v2(records_by_corpus: dict[str, list[dict]], cfg: MixV2Config) -> l
             form = rng.choices(synthetic_forms, [forms[x] for x in synthetic_forms])[0]
             if form == "templated" and kind not in _V1_KINDS:
                 continue  # the first mix had no sentence for this kind
-        snippet = None
+        snippet = template = None
         if form == "snippet":
             snippet = make_snippet(doc_lines, gold_lines, _suffix_path(key), cfg.snippet_context)
             if snippet is None:
@@ -431,7 +436,7 @@ def make_mix_v2(records_by_corpus: dict[str, list[dict]], cfg: MixV2Config) -> l
         elif form == "subject":
             instruction = record["instruction"].strip()
         else:
-            instruction = phrase(edit_facts, rng, {"words": "train"}.get(form, form))
+            instruction, template = phrase(edit_facts, rng, {"words": "train"}.get(form, form))
         doc, gold = _text(doc_lines), _text(gold_lines)
         if (doc, instruction) in seen:
             continue
@@ -440,6 +445,8 @@ def make_mix_v2(records_by_corpus: dict[str, list[dict]], cfg: MixV2Config) -> l
                 "lines": len(doc_lines), "bucket": f"{lo}-{hi}"}
         if snippet is not None:
             meta["snippet"] = snippet
+        if template is not None:
+            meta["template"] = template
         cases.append(Case(f"{cfg.split}-v2-{len(cases):05d}-{kind}", doc, gold, meta))
     return cases
 
@@ -467,9 +474,6 @@ def eval_sets_v2(records_by_corpus: dict[str, list[dict]], per_set: int = 30, se
     for name, (buckets, forms, commit_share) in EVAL_SETS_V2.items():
         cfg = MixV2Config(seed=seed, cases=per_set, split="eval", buckets=buckets, forms=forms,
                           commit_share=commit_share)
-        try:
-            cases = make_mix_v2(records_by_corpus, cfg)
-        except ValueError:  # the eval split's commits can be fewer than asked
-            cases = make_mix_v2(records_by_corpus, dataclasses.replace(cfg, cases=max(1, per_set // 3)))
+        cases = make_mix_v2(records_by_corpus, cfg, allow_fewer=True)  # the eval split's commits are few
         out[name] = [dataclasses.replace(c, id=f"{name}-{i:03d}") for i, c in enumerate(cases)]
     return out

@@ -161,8 +161,8 @@ def templates(kind: str, held_out: bool) -> list[str]:
     return every[cut:] if held_out else every[:cut]
 
 
-def phrase(edit: Edit, rng: random.Random, variant: str = "train") -> str:
-    """The instruction for ``edit``: ``variant`` is ``"templated"`` (the first mix's one
+def phrase(edit: Edit, rng: random.Random, variant: str = "train") -> tuple[str, str]:
+    """The instruction for ``edit`` and the template it came from: ``variant`` is ``"templated"`` (the first mix's one
     sentence, line numbers written ``line k``), ``"train"`` or ``"held_out"``.
 
     Templates that quote a line are skipped when the quoted line occurs twice (ambiguous).
@@ -170,7 +170,7 @@ def phrase(edit: Edit, rng: random.Random, variant: str = "train") -> str:
     facts = edit.facts
     if variant == "templated":
         chosen = _T[edit.kind][V1_TEMPLATE.get(edit.kind, 0)]
-        return chosen.format(L=f"line {facts.get('k')}", L2=f"line {facts.get('m')}", **facts)
+        return chosen.format(L=f"line {facts.get('k')}", L2=f"line {facts.get('m')}", **facts), chosen
     options = templates(edit.kind, variant == "held_out")
     if not facts.get("quotable", True):
         options = [t for t in options if "{old_q}" not in t] or options
@@ -178,7 +178,7 @@ def phrase(edit: Edit, rng: random.Random, variant: str = "train") -> str:
     forms = LINE_FORMS[:-1] if variant == "train" else LINE_FORMS
     form = rng.choice(forms)
     return chosen.format(L=form(facts["k"]) if "k" in facts else "",
-                         L2=form(facts["m"]) if "m" in facts else "", **facts)
+                         L2=form(facts["m"]) if "m" in facts else "", **facts), chosen
 
 
 # -- making the edits ---------------------------------------------------------------------

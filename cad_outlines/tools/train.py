@@ -203,13 +203,19 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     checkpoint = out / "checkpoint"
     step, losses = 0, []
+    data = _rows_digest(rows, order)
     if (checkpoint / "state.pt").is_file():
         from peft import set_peft_model_state_dict
         from safetensors.torch import load_file
 
         state = torch.load(checkpoint / "state.pt", weights_only=False)
-        kept = {k: v for k, v in state.get("config", {}).items() if k != "threads"}
-        now = {k: v for k, v in asdict(cfg).items() if k != "threads"}
+        # more steps (a longer run) and other thread counts resume; anything else would
+        # silently train a different recipe
+        kept = {k: v for k, v in state.get("config", {}).items() if k not in ("threads", "steps")}
+        now = {k: v for k, v in asdict(cfg).items() if k not in ("threads", "steps")}
+        if state.get("data", data) != data:
+            raise InputError(f"{checkpoint}: the checkpoint was trained on other rows (the mix or the "
+                             "tokenizer changed since); use another --output")
         if kept and kept != now:
             changed = ", ".join(f"{k}: {kept.get(k)!r} -> {now.get(k)!r}" for k in sorted(now) if kept.get(k) != now.get(k))
             raise InputError(f"{checkpoint}: the checkpoint was made with other settings ({changed}); "
@@ -237,11 +243,11 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
                 _save_adapter(model, checkpoint / "adapter", half=False)
                 staging = checkpoint / "state.pt.tmp"
                 torch.save({"opt": opt.state_dict(), "sched": sched.state_dict(), "step": step,
-                            "losses": losses, "config": asdict(cfg)}, staging)
+                            "losses": losses, "config": asdict(cfg), "data": data}, staging)
                 staging.replace(checkpoint / "state.pt")
     _save_adapter(model, out / "adapter")
     window = max(1, len(losses) // 10)
-    record = {"config": asdict(cfg), "rows": len(rows), "dropped_over_max_tokens": dropped,
+    record = {"config": asdict(cfg), "rows": len(rows), "data_sha256": data, "dropped_over_max_tokens": dropped,
               "row_tokens_mean": round(sum(len(r[0]) for r in rows) / len(rows), 1),
               "loss_first_10pct": round(sum(losses[:window]) / window, 4),
               "loss_last_10pct": round(sum(losses[-window:]) / window, 4),
@@ -250,6 +256,16 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
               "torch": torch.__version__}
     atomic_write(out / "record.json", json.dumps(record, indent=1) + "\n")
     return record
+
+
+def _rows_digest(rows: Sequence[Row], order: Sequence[int]) -> str:
+    """A digest of the rows in training order (a resumed run must see the same data)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for i in order:
+        digest.update(repr(rows[i]).encode())
+    return digest.hexdigest()
 
 
 def curriculum(order: list[int], lengths: Sequence[int], long_tokens: int, early: int) -> list[int]:
