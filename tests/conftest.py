@@ -88,3 +88,21 @@ def real_model() -> Callable[[str], Any]:
             pytest.fail(f"real weights required (CAD_OUTLINES_REQUIRE_REAL=1) but unavailable: {err}")
         pytest.skip(f"real weights unavailable: {err}")
     return _load_real
+
+
+@pytest.fixture(scope="session")
+def real_qwen() -> Callable[[str], Any]:
+    """``real_qwen(preset)``: the Outlines model of a Qwen2.5-Coder preset, loaded once per
+    session. Skips until ``cad-outlines weights fetch qwen2.5-coder-0.5b-base`` has run,
+    unless ``CAD_OUTLINES_REQUIRE_REAL=1`` (CI, whose README command (b) fetches it)."""
+    from cad_outlines.errors import MissingDependencyError
+    from cad_outlines.tools.weights import find_gguf
+
+    try:
+        find_gguf("qwen2.5-coder-0.5b-base")
+        import gguf  # noqa: F401
+    except (MissingDependencyError, ImportError) as err:
+        if os.environ.get("CAD_OUTLINES_REQUIRE_REAL") == "1":
+            pytest.fail(f"real weights required (CAD_OUTLINES_REQUIRE_REAL=1) but unavailable: {err}")
+        pytest.skip(f"Qwen2.5-Coder weights not fetched: {err}")
+    return _load_real
