@@ -24,7 +24,10 @@ import re
 from pathlib import PurePath
 from typing import Sequence
 
-__all__ = ["COMMENT_STYLES", "comment_style", "is_marker", "make_snippet", "marker", "update_instruction"]
+from ..errors import InputError
+
+__all__ = ["COMMENT_STYLES", "comment_style", "is_marker", "make_snippet", "marker", "marker_lines",
+           "update_instruction"]
 
 #: Comment syntax by file suffix: (opening, closing).
 COMMENT_STYLES: dict[str, tuple[str, str]] = {
@@ -122,17 +125,34 @@ def make_snippet(doc: Sequence[str], gold: Sequence[str], path: str | None = Non
     return "\n".join(out) + "\n"
 
 
+def marker_lines(snippet: str) -> list[int]:
+    """The 1-indexed numbers of ``snippet``'s marker lines."""
+    return [i for i, line in enumerate(snippet.split("\n"), 1) if is_marker(line)]
+
+
 def update_instruction(snippet: str, instruction: str | None = None, path: str | None = None) -> str:
     """The instruction text that carries an update snippet into a prompt.
 
     The snippet goes where an instruction goes (the adapters' prompt layout, after the
     document in the compact style), fenced by ``<update>`` tags so that its own lines
     cannot be read as the request; ``instruction`` (optional) says what the update is for.
+    The sentence quotes the snippet's own first marker (else the marker of ``path``'s
+    comment syntax). The training mix and every apply entry point (Python, CLI, HTTP) lay
+    a snippet out with this one function.
+
+    Raises
+    ------
+    InputError
+        When the snippet holds nothing but whitespace and marker lines.
     """
-    lines = []
+    lines = snippet.split("\n")
+    found = marker_lines(snippet)
+    if not any(line.strip() for k, line in enumerate(lines, 1) if k not in found):
+        raise InputError("the update snippet is empty: give the changed lines with a few lines around them")
+    quoted = lines[found[0] - 1].strip() if found else marker(path).strip()
+    head = []
     if instruction and instruction.strip():
-        lines.append(instruction.strip())
-    lines.append(f"Apply this update to the document; `{marker(path).strip()}` stands for lines "
-                 "kept as they are:")
+        head.append(instruction.strip())
+    head.append(f"Apply this update to the document; `{quoted}` stands for lines kept as they are:")
     body = snippet if snippet.endswith("\n") else snippet + "\n"
-    return "\n".join(lines) + f"\n<update>\n{body}</update>"
+    return "\n".join(head) + f"\n<update>\n{body}</update>"

