@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from cad_outlines.bench.quality import CONFIGS, DEFAULT_CONFIGS, QualityConfig, format_table, load_eval_cases, run
+from cad_outlines.bench.quality import (CONFIGS, DEFAULT_CONFIGS, QualityConfig, dropped_tail, format_table,
+                                        load_eval_cases, run)
+from cad_outlines.language.program import Copy, Gen
+from cad_outlines.tools.corpus import Case
 
 
 def test_every_configuration_runs_and_is_summarised(tiny_model):
     cases = load_eval_cases()[:2]
     cfg = QualityConfig(configs=tuple(CONFIGS), sampled=("cad",), seeds=(0,), cad_budget=24, regen_margin=4)
-    assert set(QualityConfig().configs) == set(DEFAULT_CONFIGS) == set(CONFIGS) - {"regen_pld10", "regen_pld20"}
+    assert set(QualityConfig().configs) == set(DEFAULT_CONFIGS) == (
+        set(CONFIGS) - {"regen_pld10", "regen_pld20"} - {c for c in CONFIGS if c.startswith("qwen_")})
     report = run(cfg, cases=cases, loader=lambda preset: tiny_model("tiny-qwen"))
     names = {r["config"] for r in report["records"]}
     assert names == set(CONFIGS)
@@ -32,3 +36,31 @@ def test_every_configuration_runs_and_is_summarised(tiny_model):
     assert "| cad | seed0 |" in table and "Exact match by edit kind" in table
     assert "prompt incl., warm" in table and "| regen_pld20 |" in table
     assert set(report["summaries"]) >= {"cad/greedy", "cad/seed0", "regen/greedy"}
+
+
+def test_the_v2_set_holds_every_subset_of_unseen_files():
+    from cad_outlines.tools.edits import EVAL_SETS_V2, split_of
+
+    cases = load_eval_cases("v2")
+    assert {c.meta["subset"] for c in cases} == set(EVAL_SETS_V2)
+    assert all(split_of(*c.meta["file"].split(":", 1)) == "eval" for c in cases)
+    long = [c for c in cases if c.meta["subset"] == "whole_151_400"]
+    assert long and all(151 <= c.meta["lines"] <= 400 for c in long)
+    assert all("<update>" in c.meta["instruction"] for c in cases if c.meta["subset"] == "commit_snippets")
+
+
+def test_a_dropped_tail_is_a_program_that_stops_copying_early():
+    case = Case("x", "a\nb\nc\n", "a\nB\nc\n")
+    assert dropped_tail([Copy(1, 1), Gen("B\n")], case)  # c is gone
+    assert not dropped_tail([Copy(1, 1), Gen("B\n"), Copy(3, 3)], case)
+    assert not dropped_tail([Copy(1, 2)], Case("y", "a\nb\nc\n", "a\nb\nC\n"))  # the last line changes
+
+
+def test_v2_reports_by_subset(tiny_model):
+    cases = [next(c for c in load_eval_cases("v2") if c.meta["subset"] == name) for name in ("templated", "commit_snippets")]
+    report = run(QualityConfig(configs=("cad",), sampled=(), cad_budget=16), cases=cases,
+                 loader=lambda preset: tiny_model("tiny-qwen"))
+    by = report["summaries"]["cad/greedy"]["by_subset"]
+    assert set(by) == {"templated", "commit_snippets"} and all(a["n"] == 1 for a in by.values())
+    table = format_table(report)
+    assert "By subset" in table and "| configuration | commit_snippets | templated |" in table

@@ -68,10 +68,20 @@ CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "base_guarded": ("smollm2-135m-base", "cad", {"monotone_copies": True, "max_gen_tokens": 96}),
     "regen_pld10": ("smollm2-135m-regen", "pld", {"k": 10, "n": 2}),
     "regen_pld20": ("smollm2-135m-regen", "pld", {"k": 20, "n": 3}),
+    # Qwen2.5-Coder-0.5B-Instruct (real weights, docs/models.md): the released model
+    # prompted; the fine-tuned presets join when their adapters ship.
+    "qwen_base_cad": ("qwen2.5-coder-0.5b-base", "cad", {}),
+    "qwen_base_guarded": ("qwen2.5-coder-0.5b-base", "cad", {"monotone_copies": True, "max_gen_tokens": 96}),
+    "qwen_base_regen": ("qwen2.5-coder-0.5b-base", "regen", {}),
+    "qwen_base_pld20": ("qwen2.5-coder-0.5b-base", "pld", {"k": 20, "n": 3}),
+    "qwen_base_pld128": ("qwen2.5-coder-0.5b-base", "pld", {"k": 128, "n": 7}),
 }
 #: Configurations run unless ``--configs`` names others (the PLD rows are opt-in: they
 #: repeat the regeneration to learn the model's own output first).
-DEFAULT_CONFIGS = tuple(name for name in CONFIGS if not name.startswith("regen_pld"))
+DEFAULT_CONFIGS = tuple(name for name in CONFIGS if not name.startswith(("regen_pld", "qwen_")))
+#: ``--cases v2``: the bundled v2 subsets (scripts/make_eval_v2.py): templated, held-out
+#: phrasings, whole files by length, lazy snippets and subjects of real commits.
+V2_CASES = "v2"
 
 
 @dataclass
@@ -87,13 +97,15 @@ class QualityConfig:
     cad_budget: int = 256
     regen_margin: int = 32
     threads: int = 1
-    cases_path: str = "cad_outlines/data/eval_edits.jsonl"
+    cases_path: str = "cad_outlines/data/eval_edits.jsonl"  # or V2_CASES
 
 
 def load_eval_cases(path: str | None = None) -> list[Case]:
-    """The eval cases (JSONL of ``id, doc, gold, instruction, kind, corpus, file``)."""
-    if path is None:
-        text = resources.files("cad_outlines.data").joinpath("eval_edits.jsonl").read_text("utf-8")
+    """The eval cases (JSONL of ``id, doc, gold, instruction, kind, corpus, file`` and, in
+    the v2 set, ``subset, form, lines``); ``path`` :data:`V2_CASES` reads the bundled v2 set."""
+    if path is None or path == V2_CASES:
+        name = "eval_edits.jsonl" if path is None else "eval_v2.jsonl"
+        text = resources.files("cad_outlines.data").joinpath(name).read_text("utf-8")
     else:
         text = read_text(path)
     cases = []
@@ -102,13 +114,28 @@ def load_eval_cases(path: str | None = None) -> list[Case]:
             try:
                 r = json.loads(line)
                 cases.append(Case(r["id"], r["doc"], r["gold"],
-                                  {k: r[k] for k in ("instruction", "kind", "corpus", "file") if k in r}))
+                                  {k: r[k] for k in ("instruction", "kind", "corpus", "file", "subset", "form", "lines")
+                                   if k in r}))
                 if not isinstance(r.get("instruction"), str) or not r["instruction"].strip():
                     raise KeyError("instruction")
             except (ValueError, KeyError, TypeError) as err:
                 raise InputError(f"{path or 'eval_edits.jsonl'}, line {number}: not an eval case "
                                  f"(JSON with id, doc, gold, instruction): {err}") from None
     return cases
+
+
+def dropped_tail(ops: Sequence[Any], case: Case) -> bool:
+    """A complete program that stops copying before the file's last line while the gold
+    keeps that line: the failure that silently drops a file's tail."""
+    def body(text: str) -> list[str]:
+        lines = split_lines(text)
+        return lines[:-1] if lines and lines[-1] == "" else lines
+
+    doc, gold = body(case.doc), body(case.gold)
+    if not doc or not gold or gold[-1] != doc[-1]:
+        return False  # the edit changes the file's last line: no tail to keep
+    copies = [op for op in ops if isinstance(op, Copy)]
+    return not copies or copies[-1].end < len(doc)
 
 
 def _oracle_tokens(adapter: Any, case: Case) -> int:
@@ -134,6 +161,7 @@ def _run_generator(model: Any, case: Case, method: str, options: dict[str, Any],
     problems = check_result(result, gen) if method == "cad" else []
     return {"exact": result.document == case.gold, "complete": result.complete,
             "valid": result.complete and not problems, "problems": problems,
+            "dropped_tail": method == "cad" and result.complete and dropped_tail(result.ops, case),
             "copies_in_range": not any("out of range" in p for p in problems),
             "forwards": st.forward_passes, "program_tokens": st.program_tokens,
             "prompt_tokens": st.prompt_tokens, "stop_reason": st.stop_reason, **cpu,
@@ -203,7 +231,11 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         return round(sum(bool(r[key]) for r in rows) / len(rows), 4)
 
     complete = [r for r in rows if r["complete"]]
+    exact = sum(bool(r["exact"]) for r in rows)
     return {"n": len(rows), "exact": share("exact"), "complete": share("complete"),
+            "dropped_tail": sum(bool(r.get("dropped_tail")) for r in rows),
+            # what an edit that comes out right costs: every run's CPU over the exact ones
+            "cpu_seconds_per_exact": round(sum(r["cpu_total_seconds"] for r in rows) / exact, 3) if exact else None,
             "valid_of_complete": round(sum(r["valid"] for r in complete) / len(complete), 4) if complete else None,
             "copies_in_range": share("copies_in_range"),
             "forwards_mean": round(statistics.mean(r["forwards"] for r in rows), 1),
@@ -271,7 +303,7 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
                 rec.update(warm(adapter.plain_prompt_ids(case.doc, instruction) if plain else
                                 adapter.prompt_ids(case.doc, instruction, style=style)))
                 rec.update(config=name, sampling=label, case=case.id, kind=case.meta.get("kind", "?"),
-                           corpus=case.meta.get("corpus", "?"))
+                           corpus=case.meta.get("corpus", "?"), subset=case.meta.get("subset", "-"))
                 if method == "cad":
                     rec["oracle_tokens"] = _oracle_tokens(adapter, case)
                 records.append(rec)
@@ -326,7 +358,8 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
             synthetic = [r for r in rows if r["kind"] != "commit"]
             summaries[f"{name}/{label}"] = {
                 "all": _summary(rows), "synthetic": _summary(synthetic) if synthetic else None,
-                "by_kind": _group(rows, lambda r: r["kind"]), "by_corpus": _group(rows, lambda r: r["corpus"])}
+                "by_kind": _group(rows, lambda r: r["kind"]), "by_corpus": _group(rows, lambda r: r["corpus"]),
+                "by_subset": _group(rows, lambda r: r.get("subset", "-"))}
     return {"config": asdict(cfg), "jobs": jobs, "cases": len(cases), "seconds": round(time.time() - started, 1),
             "environment": {**env, "loadavg_end": environment()["loadavg_1_5_15"]}, "summaries": summaries, "records": records}
 
@@ -366,6 +399,19 @@ def format_table(report: dict[str, Any]) -> str:
                    f"| {a['copies_in_range']:.0%} | {a['forwards_mean']} | {a['cpu_seconds_mean']} |")
     greedy = [k for k in report["summaries"] if k.endswith("/greedy")]
     out += ["", _speed_table(report, greedy)]
+    subsets = sorted({r.get("subset", "-") for r in report["records"]} - {"-"})
+    if subsets:  # the v2 set: exact / complete / dropped tails / CPU s per exact edit, per subset
+        out += ["", "By subset (greedy): exact, complete, dropped tails, CPU s per exact edit (prompt included, cold):", "",
+                "| configuration | " + " | ".join(subsets) + " |", "|---|" + "---|" * len(subsets)]
+        for key in greedy:
+            by = report["summaries"][key]["by_subset"]
+            cells = []
+            for name in subsets:
+                a = by.get(name)
+                per = "-" if a is None or a["cpu_seconds_per_exact"] is None else f"{a['cpu_seconds_per_exact']:.1f} s"
+                cells.append("-" if a is None else f"{round(a['exact'] * a['n'])}/{a['n']}, {a['complete']:.0%}, "
+                             f"{a['dropped_tail']}, {per}")
+            out.append(f"| {key.split('/')[0]} | " + " | ".join(cells) + " |")
     for field, title in (("kind", "edit kind"), ("corpus", "corpus")):
         columns = sorted({r[field] for r in report["records"]})
         out += ["", f"Exact match by {title} (greedy):", "",
