@@ -152,3 +152,27 @@ def test_the_eval_sets_name_their_subsets():
         assert all(c.id.startswith(name) and split_of(*c.meta["file"].split(":", 1)) == "eval" for c in cases)
     assert all(c.meta["form"] == "held_out" for c in sets["held_out_phrasings"])
     assert all(c.meta["kind"] == "commit" and c.meta["form"] == "snippet" for c in sets["commit_snippets"])
+
+
+def test_the_literal_merge_reads_the_conventions():
+    from cad_outlines.language.snippets import merge
+
+    doc = "".join(f"line {i}\n" for i in range(1, 31))
+    gold_lines = [f"line {i}" for i in range(1, 31)]
+    gold_lines[9] = "NEW"
+    del gold_lines[24]
+    gold = "\n".join(gold_lines) + "\n"
+    snippet = make_snippet(doc.split("\n")[:-1], gold_lines, "f.py")
+    assert merge(doc, snippet) == gold
+    # no marker at the start: the run starts the file; none at the end: it ends the file
+    assert merge(doc, "line 1\nFIRST\nline 2\n# ... existing code ...\n") == doc.replace("line 1\n", "line 1\nFIRST\n", 1)
+    assert merge(doc, "# ... existing code ...\nline 29\n") == "".join(f"line {i}\n" for i in range(1, 30))
+    assert merge(doc, "# ... existing code ...\nnothing here matches\n# ... existing code ...\n") is None
+
+
+def test_the_literal_merge_recovers_nearly_every_mix_snippet():
+    from cad_outlines.language.snippets import merge
+
+    mix = [c for c in make_mix_v2(_records(), MixV2Config(seed=0, cases=120, buckets=SMALL)) if c.meta["form"] == "snippet"]
+    right = sum(merge(c.doc, c.meta["snippet"]) == c.gold for c in mix)
+    assert len(mix) >= 20 and right >= 0.9 * len(mix), (right, len(mix))

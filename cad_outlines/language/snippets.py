@@ -156,3 +156,61 @@ def update_instruction(snippet: str, instruction: str | None = None, path: str |
     head.append(f"Apply this update to the document; `{quoted}` stands for lines kept as they are:")
     body = snippet if snippet.endswith("\n") else snippet + "\n"
     return "\n".join(head) + f"\n<update>\n{body}</update>"
+
+
+def merge(document: str, snippet: str) -> str | None:
+    """The literal reading of ``snippet`` against ``document`` (the conventions above), or
+    ``None`` where the snippet cannot be placed unambiguously in order.
+
+    Each run of snippet lines between markers is placed where its first line found in the
+    document (after the previous run) and its last one found after that occur: the
+    document's lines between those two are replaced by the run; lines before the first
+    run or after the last are kept only behind a marker. No model is involved: a program
+    that follows this reading is what an apply model most often writes, so it serves as a
+    draft of the program (and as a measure of how literal a set of snippets is).
+    """
+    doc = document.split("\n")
+    tail = doc[-1] == ""
+    if tail:
+        doc = doc[:-1]
+    lines = snippet.split("\n")
+    if lines and lines[-1] == "":
+        lines = lines[:-1]
+    runs: list[tuple[bool, list[str]]] = []  # (a marker before it, the run's lines)
+    gap = False
+    for line in lines:
+        if is_marker(line):
+            gap = True
+        elif runs and not gap:
+            runs[-1][1].append(line)
+        else:
+            runs.append((gap, [line]))
+            gap = False
+    trailing_gap = gap
+    if not runs:
+        return None
+    out: list[str] = []
+    pos = 0
+    for index, (after_gap, run) in enumerate(runs):
+        found = [(k, doc.index(line, pos)) for k, line in enumerate(run) if line.strip() and line in doc[pos:]]
+        if not found:
+            if after_gap or pos:  # new text with nothing to place it by
+                return None
+            start = end = pos  # no marker before the first run: it starts the file
+        else:
+            first_k, start = found[0]
+            if not after_gap and index == 0 and first_k == 0 and start != 0:
+                return None  # the first run must start the file when no marker precedes it
+            if not after_gap and index == 0:
+                start = 0
+            last = [(k, j) for k, j in found if j >= start]
+            end = last[-1][1] + 1
+        is_last = index == len(runs) - 1
+        if is_last and not trailing_gap:
+            end = len(doc)  # no marker after the last run: it ends the file
+        out.extend(doc[pos:start] if after_gap else [])
+        out.extend(run)
+        pos = end
+    if trailing_gap:
+        out.extend(doc[pos:])
+    return "\n".join(out) + ("\n" if tail else "")
