@@ -316,8 +316,12 @@ def _add_edit(sub: argparse._SubParsersAction) -> None:
         epilog="exit status: 0 edited (or unchanged), 1 the model did not finish or its edit "
                "was refused, 2 usage or input error, 70 internal error (a bug: please report it)")
     p.add_argument("files", nargs="+", metavar="FILE", help="file(s) to edit (each on its own)")
-    p.add_argument("--instruction", required=True, metavar="TEXT",
-                   help="what to change; '-' reads it from stdin")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--instruction", metavar="TEXT", help="what to change; '-' reads it from stdin")
+    what.add_argument("--update", metavar="SNIPPET",
+                      help="a file holding a lazy edit snippet to merge into FILE (the changed region "
+                           "with context, unchanged parts elided by '// ... existing code ...' lines in "
+                           "the file's comment syntax); '-' reads it from stdin; one FILE only")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", metavar="DIR|FILE.gguf",
                         help="local Hugging Face model folder (transformers causal LM), or a GGUF file")
@@ -381,9 +385,7 @@ def _run_edit(args: argparse.Namespace) -> int:
         raise UsageError(f"--kv-cache-gib must be > 0, got {args.kv_cache_gib}")
     if args.engine == "vllm" and args.forward_cost:
         raise UsageError("--forward-cost is for --engine transformers (vLLM drafts nothing)")
-    instruction = (sys.stdin.read() if args.instruction == "-" else args.instruction).strip()
-    if not instruction:
-        raise UsageError("the instruction is empty")
+    instruction = _edit_instruction(args)
     documents = {name: read_text(name) for name in args.files}  # every file readable first
     forced = read_text(args.force_program) if args.force_program else None
     if forced is not None:
@@ -408,6 +410,24 @@ def _run_edit(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(records, indent=2, ensure_ascii=False))
     return status
+
+
+def _edit_instruction(args: argparse.Namespace) -> str:
+    """The instruction of an ``edit`` run: ``--instruction``'s text, or ``--update``'s snippet
+    laid out as an instruction (the same layout as ``generate.apply`` and the server)."""
+    from cad_outlines.decoding.prompts import PromptError, update_prompt
+
+    if args.update is None:
+        instruction = (sys.stdin.read() if args.instruction == "-" else args.instruction).strip()
+        if not instruction:
+            raise UsageError("the instruction is empty")
+        return instruction
+    if len(args.files) > 1:
+        raise UsageError(f"--update takes one FILE (a snippet updates one file), got {len(args.files)}")
+    try:
+        return update_prompt(_read_input(args.update))
+    except PromptError as err:
+        raise UsageError(f"--update {args.update}: {err}") from None
 
 
 def _load_edit_model(args: argparse.Namespace) -> Any:

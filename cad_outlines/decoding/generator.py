@@ -41,7 +41,7 @@ from .options import LoopSwitches, Through
 from ..errors import CaDError
 from ..language.grammar import Granularity, load_grammar, specialize
 from ..language.program import Copy, CopyTokens, Op
-from .prompts import Prompt, PromptTemplate, as_messages, style_for
+from .prompts import Prompt, PromptTemplate, as_messages, style_for, update_prompt
 from .runner import ObservedRunner, Runner, TransformersRunner
 from .sampler import SAMPLING_OPTIONS, OptionError, Sampler, SamplingOptions
 from .streaming import DocumentStream
@@ -250,6 +250,17 @@ class CaDGenerator(SteerableGenerator):
         if result.document is None:
             raise IncompleteProgramError(result)
         return result.document
+
+    def apply(self, update: str, *, instruction: str | None = None, **options: Any) -> str:
+        """Merge the lazy edit snippet ``update`` into the document; return the edited document.
+
+        ``update`` holds the changed region with some unchanged lines around it, other
+        unchanged regions elided by marker lines in the file's comment syntax
+        (``// ... existing code ...``); ``instruction`` optionally says more. The snippet
+        becomes the instruction (:func:`~.prompts.update_prompt`), so the call is
+        ``self(update_prompt(update, instruction), **options)`` and raises as it does.
+        """
+        return self(update_prompt(update, instruction), **options)
 
     def batch(self, prompts: Sequence[Prompt], **options: Any) -> list[str]:  # type: ignore[override]
         """Edit the document once per prompt (sequentially), with the same ``options``.
