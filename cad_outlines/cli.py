@@ -489,6 +489,81 @@ def _emit_edit(args: argparse.Namespace, outcome: Any) -> int:
 _COMMANDS.append(_add_edit)
 
 
+# --- serve: the OpenAI-compatible HTTP server (cad_outlines/server, docs/serving.md) ----
+
+
+def _add_serve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve", help="serve edits over HTTP with OpenAI's chat-completions API (predicted outputs, "
+                      "apply-model messages, plain chat)",
+        formatter_class=HelpFormatter,
+        description="An OpenAI-compatible server: POST /v1/chat/completions with `prediction` (the "
+                    "file) edits it by the conversation's instruction; a last message "
+                    "<code>...</code><update>...</update> merges the snippet; anything else is plain "
+                    "chat. Also GET /v1/models and /health. Prints 'serving NAME at URL' once it "
+                    "listens; SIGTERM or Ctrl-C finishes the requests in flight and exits 0. "
+                    "docs/serving.md documents every field and status.")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", metavar="DIR|FILE.gguf",
+                        help="local Hugging Face model folder (transformers causal LM), or a GGUF file")
+    source.add_argument("--preset", metavar="NAME",
+                        help="a preset: smollm2-135m (real weights, fine-tuned to edit) or a "
+                             "random-weight one (tests)")
+    p.add_argument("--engine", choices=["transformers", "vllm"], default="transformers",
+                   help="the model runtime (vllm: not served over HTTP yet; says so)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (0.0.0.0 exposes the server to the network)")
+    p.add_argument("--port", type=_port, default=8000, help="TCP port; 0 picks a free one (printed)")
+    p.add_argument("--api-key", default=os.environ.get("CAD_OUTLINES_API_KEY"), metavar="KEY",
+                   help="require 'Authorization: Bearer KEY' (default: $CAD_OUTLINES_API_KEY; "
+                        "none: no key)")
+    p.add_argument("--max-queue", type=_non_negative, default=32, metavar="N",
+                   help="requests that may wait behind the running one; more get 429")
+    p.add_argument("--max-tokens", type=positive, default=2048, metavar="N",
+                   help="budget when a request gives no max_tokens (edit: program tokens; chat: new tokens)")
+    p.add_argument("--prefix-cache", action="store_true",
+                   help="reuse the KV of the prompt prefix an edit shares with the previous one "
+                        "(faster; answers then equal a fresh run's only up to float rounding)")
+    _add_device_args(p)
+    add_verbosity(p)
+    p.set_defaults(func=_run_serve)
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be in 0..65535, got {port}")
+    return port
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    from cad_outlines.server.main import check_engine, model_id, serve
+
+    check_engine(args.engine)
+    if args.api_key is not None and not args.api_key.strip():
+        raise UsageError("--api-key is empty (omit it to serve without a key)")
+    model = _load_edit_model(args)
+    return serve(model, model_id(args.preset, args.model), host=args.host, port=args.port,
+                 api_key=args.api_key, max_queue=args.max_queue, max_tokens=args.max_tokens,
+                 prefix_cache=args.prefix_cache)
+
+
+_COMMANDS.append(_add_serve)
+
+
 # --- bench: measurements live in cad_outlines/bench; this only delegates ---------------
 
 

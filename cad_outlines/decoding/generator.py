@@ -330,15 +330,17 @@ class CaDGenerator(SteerableGenerator):
                                    progress=progress, plain_prompt=layout == "plain"))
 
     def stream(self, prompt: Prompt, *, force_program: str | Sequence[Op] | None = None,  # type: ignore[override]
-               **options: Any) -> Iterator[str]:
+               progress: ProgressCallback | None = None, **options: Any) -> Generator[str, None, CaDResult]:
         """Yield the edited document as it grows.
 
         Gen text arrives token by token (what no later token can change; see
         :mod:`.streaming`), each copy as one chunk when its tag closes. The chunks
         concatenate to ``self(prompt, **options)``. Raises
-        :class:`IncompleteProgramError` at the end if the budget ran out.
+        :class:`IncompleteProgramError` at the end if the budget ran out. ``progress`` is
+        called as in :meth:`run` (an exception it raises stops the decode at that step),
+        and the generator's return value (``StopIteration.value``) is the :class:`CaDResult`.
         """
-        return self._stream_text(prompt, force_program, self._call_options(options))
+        return self._stream_text(prompt, force_program, self._call_options(options), progress)
 
     def stream_ops(self, prompt: Prompt, *, force_program: str | Sequence[Op] | None = None,
                    **options: Any) -> Iterator[Op]:
@@ -360,7 +362,8 @@ class CaDGenerator(SteerableGenerator):
         return budget, dataclasses.replace(self.sampling, **sampling) if sampling else self.sampling
 
     def _stream_text(self, prompt: Prompt, force_program: str | Sequence[Op] | None,
-                     options: tuple[int, SamplingOptions]) -> Iterator[str]:
+                     options: tuple[int, SamplingOptions], progress: ProgressCallback | None = None,
+                     ) -> Generator[str, None, CaDResult]:
         if self.granularity == "lines":
             writer = DocumentStream(lines=self.view.lines)
         else:
@@ -370,12 +373,13 @@ class CaDGenerator(SteerableGenerator):
             chunk = writer.feed(ops, constraint.pending)
             return [chunk] if chunk else []
 
-        result = yield from _each(self._decode(prompt, force_program, options), chunks)
+        result = yield from _each(self._decode(prompt, force_program, options, progress=progress), chunks)
         if result.document is None:
             raise IncompleteProgramError(result)
         tail = writer.close()
         if tail:
             yield tail
+        return result
 
     def _stream_ops(self, prompt: Prompt, force_program: str | Sequence[Op] | None,
                     options: tuple[int, SamplingOptions]) -> Iterator[Op]:
