@@ -378,3 +378,12 @@ def test_real_model_apply_form_finishes_a_valid_edit(real_server):
     cad = reply.model_extra["cad"]
     assert reply.choices[0].finish_reason == "stop" and cad["complete"] and cad["form"] == "apply"
     assert reply.choices[0].message.content  # the merged file (the model was not trained on snippets)
+
+
+def test_bench_http_reports_both_methods(tiny_server):
+    from cad_outlines.bench.http import HttpConfig, format_table, run
+
+    report = run(HttpConfig(url=tiny_server.url, api_key=KEY, clients=2, edits=2, max_tokens=8))
+    assert set(report["summary"]) == {"cad", "regen"} and len(report["rows"]) == 4
+    assert all(s["edits"] == 2 and s["edits_per_minute"] > 0 for s in report["summary"].values())
+    assert "| CaD (`prediction`) |" in format_table(report)
