@@ -370,8 +370,12 @@ def _add_edit(sub: argparse._SubParsersAction) -> None:
         epilog="exit status: 0 edited (or unchanged), 1 the model did not finish or its edit "
                "was refused, 2 usage or input error, 70 internal error (a bug: please report it)")
     p.add_argument("files", nargs="+", metavar="FILE", help="file(s) to edit (each on its own)")
-    p.add_argument("--instruction", required=True, metavar="TEXT",
-                   help="what to change; '-' reads it from stdin")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--instruction", metavar="TEXT", help="what to change; '-' reads it from stdin")
+    what.add_argument("--update", metavar="SNIPPET",
+                      help="a file holding a lazy edit snippet to merge into FILE (the changed region "
+                           "with context, unchanged parts elided by '// ... existing code ...' lines in "
+                           "the file's comment syntax); '-' reads it from stdin; one FILE only")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", metavar="DIR|FILE.gguf",
                         help="local Hugging Face model folder (transformers causal LM), or a GGUF file")
@@ -435,9 +439,7 @@ def _run_edit(args: argparse.Namespace) -> int:
         raise UsageError(f"--kv-cache-gib must be > 0, got {args.kv_cache_gib}")
     if args.engine == "vllm" and args.forward_cost:
         raise UsageError("--forward-cost is for --engine transformers (vLLM drafts nothing)")
-    instruction = (sys.stdin.read() if args.instruction == "-" else args.instruction).strip()
-    if not instruction:
-        raise UsageError("the instruction is empty")
+    instruction = _edit_instruction(args)
     documents = {name: read_text(name) for name in args.files}  # every file readable first
     forced = read_text(args.force_program) if args.force_program else None
     if forced is not None:
@@ -462,6 +464,24 @@ def _run_edit(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(records, indent=2, ensure_ascii=False))
     return status
+
+
+def _edit_instruction(args: argparse.Namespace) -> str:
+    """The instruction of an ``edit`` run: ``--instruction``'s text, or ``--update``'s snippet
+    laid out as an instruction (the same layout as ``generate.apply`` and the server)."""
+    from cad_outlines.decoding.prompts import PromptError, update_prompt
+
+    if args.update is None:
+        instruction = (sys.stdin.read() if args.instruction == "-" else args.instruction).strip()
+        if not instruction:
+            raise UsageError("the instruction is empty")
+        return instruction
+    if len(args.files) > 1:
+        raise UsageError(f"--update takes one FILE (a snippet updates one file), got {len(args.files)}")
+    try:
+        return update_prompt(_read_input(args.update))
+    except PromptError as err:
+        raise UsageError(f"--update {args.update}: {err}") from None
 
 
 def _load_edit_model(args: argparse.Namespace) -> Any:
@@ -521,6 +541,81 @@ def _emit_edit(args: argparse.Namespace, outcome: Any) -> int:
 
 
 _COMMANDS.append(_add_edit)
+
+
+# --- serve: the OpenAI-compatible HTTP server (cad_outlines/server, docs/serving.md) ----
+
+
+def _add_serve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve", help="serve edits over HTTP with OpenAI's chat-completions API (predicted outputs, "
+                      "apply-model messages, plain chat)",
+        formatter_class=HelpFormatter,
+        description="An OpenAI-compatible server: POST /v1/chat/completions with `prediction` (the "
+                    "file) edits it by the conversation's instruction; a last message "
+                    "<code>...</code><update>...</update> merges the snippet; anything else is plain "
+                    "chat. Also GET /v1/models and /health. Prints 'serving NAME at URL' once it "
+                    "listens; SIGTERM or Ctrl-C finishes the requests in flight and exits 0. "
+                    "docs/serving.md documents every field and status.")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", metavar="DIR|FILE.gguf",
+                        help="local Hugging Face model folder (transformers causal LM), or a GGUF file")
+    source.add_argument("--preset", metavar="NAME",
+                        help="a preset: smollm2-135m (real weights, fine-tuned to edit) or a "
+                             "random-weight one (tests)")
+    p.add_argument("--engine", choices=["transformers", "vllm"], default="transformers",
+                   help="the model runtime (vllm: not served over HTTP yet; says so)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (0.0.0.0 exposes the server to the network)")
+    p.add_argument("--port", type=_port, default=8000, help="TCP port; 0 picks a free one (printed)")
+    p.add_argument("--api-key", default=os.environ.get("CAD_OUTLINES_API_KEY"), metavar="KEY",
+                   help="require 'Authorization: Bearer KEY' (default: $CAD_OUTLINES_API_KEY; "
+                        "none: no key)")
+    p.add_argument("--max-queue", type=_non_negative, default=32, metavar="N",
+                   help="requests that may wait behind the running one; more get 429")
+    p.add_argument("--max-tokens", type=positive, default=2048, metavar="N",
+                   help="budget when a request gives no max_tokens (edit: program tokens; chat: new tokens)")
+    p.add_argument("--prefix-cache", action="store_true",
+                   help="reuse the KV of the prompt prefix an edit shares with the previous one "
+                        "(faster; answers then equal a fresh run's only up to float rounding)")
+    _add_device_args(p)
+    add_verbosity(p)
+    p.set_defaults(func=_run_serve)
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be in 0..65535, got {port}")
+    return port
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    from cad_outlines.server.main import check_engine, model_id, serve
+
+    check_engine(args.engine)
+    if args.api_key is not None and not args.api_key.strip():
+        raise UsageError("--api-key is empty (omit it to serve without a key)")
+    model = _load_edit_model(args)
+    return serve(model, model_id(args.preset, args.model), host=args.host, port=args.port,
+                 api_key=args.api_key, max_queue=args.max_queue, max_tokens=args.max_tokens,
+                 prefix_cache=args.prefix_cache)
+
+
+_COMMANDS.append(_add_serve)
 
 
 # --- bench: measurements live in cad_outlines/bench; this only delegates ---------------

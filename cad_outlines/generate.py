@@ -42,3 +42,22 @@ def edit(model: Any, document: str, instruction: Prompt, **options: Any) -> str:
         When ``max_new_tokens`` ran out before the program was complete.
     """
     return CaDGenerator(model, document, **options)(instruction)
+
+
+def apply(model: Any, document: str, update: str, *, instruction: str | None = None, **options: Any) -> str:
+    """Merge a lazy edit snippet into ``document`` in one call and return the edited text.
+
+    ``update`` is the changed region with context, unchanged regions elided by marker
+    lines (``# ... existing code ...``, in the file's comment syntax); ``instruction``
+    optionally says more. ``options`` are those of
+    :class:`~cad_outlines.decoding.generator.CaDGenerator`. See
+    :meth:`CaDGenerator.apply <cad_outlines.decoding.generator.CaDGenerator.apply>`.
+
+    Raises
+    ------
+    cad_outlines.decoding.prompts.PromptError
+        When the snippet is empty (only whitespace and marker lines).
+    cad_outlines.decoding.generator.IncompleteProgramError
+        When ``max_new_tokens`` ran out before the program was complete.
+    """
+    return CaDGenerator(model, document, **options).apply(update, instruction=instruction)

@@ -538,3 +538,44 @@ def _run_bench_serve(args: argparse.Namespace) -> int:
 
 
 _BENCH_COMMANDS.append(_add_bench_serve)
+
+
+# --- bench http: the OpenAI-compatible server over loopback (docs/serving.md) ----------------
+
+
+def _add_bench_http(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser(
+        "http",
+        help="concurrent clients over loopback HTTP: edits with prediction (CaD) vs plain chat (regeneration)",
+        description="Start `cad-outlines serve` (or use --url) and send the same eval edits from N "
+                    "concurrent openai clients, as predicted-output edits and as plain chat asking "
+                    "for the whole file; p50/p95 latency, time to first token, edits per minute, "
+                    "exact matches. See docs/serving.md.")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--preset", default="smollm2-135m", metavar="NAME", help="preset the server loads")
+    source.add_argument("--model", metavar="DIR", help="model folder the server loads")
+    source.add_argument("--url", metavar="URL", help="a running server's base URL (…/v1) instead")
+    p.add_argument("--clients", type=positive, default=8, metavar="N", help="concurrent clients")
+    p.add_argument("--edits", type=positive, default=16, metavar="N", help="eval edits (explicit kinds)")
+    p.add_argument("--max-tokens", type=positive, default=512, metavar="N", help="CaD's program-token budget")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("-o", "--output", metavar="OUT.json", help="also write the JSON here (atomically)")
+    p.add_argument("--md", dest="markdown", metavar="OUT.md", help="also write the markdown table here")
+    p.set_defaults(func=_run_bench_http)
+
+
+def _run_bench_http(args: argparse.Namespace) -> int:
+    from cad_outlines.bench.http import HttpConfig, format_table, run
+    from cad_outlines.files import atomic_write
+
+    cfg = HttpConfig(preset=None if (args.model or args.url) else args.preset, model=args.model, url=args.url,
+                     clients=args.clients, edits=args.edits, max_tokens=args.max_tokens)
+    report = run(cfg)
+    table = format_table(report)
+    if args.markdown:
+        atomic_write(args.markdown, table + "\n")
+    emit(args, report, table)
+    return 0
+
+
+_BENCH_COMMANDS.append(_add_bench_http)

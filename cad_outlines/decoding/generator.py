@@ -41,7 +41,7 @@ from .options import LoopSwitches, Through
 from ..errors import CaDError
 from ..language.grammar import Granularity, load_grammar, specialize
 from ..language.program import Copy, CopyTokens, Op
-from .prompts import Prompt, PromptTemplate, as_messages, style_for
+from .prompts import Prompt, PromptTemplate, as_messages, style_for, update_prompt
 from .runner import ObservedRunner, Runner, TransformersRunner
 from .sampler import SAMPLING_OPTIONS, OptionError, Sampler, SamplingOptions
 from .streaming import DocumentStream
@@ -251,6 +251,17 @@ class CaDGenerator(SteerableGenerator):
             raise IncompleteProgramError(result)
         return result.document
 
+    def apply(self, update: str, *, instruction: str | None = None, **options: Any) -> str:
+        """Merge the lazy edit snippet ``update`` into the document; return the edited document.
+
+        ``update`` holds the changed region with some unchanged lines around it, other
+        unchanged regions elided by marker lines in the file's comment syntax
+        (``// ... existing code ...``); ``instruction`` optionally says more. The snippet
+        becomes the instruction (:func:`~.prompts.update_prompt`), so the call is
+        ``self(update_prompt(update, instruction), **options)`` and raises as it does.
+        """
+        return self(update_prompt(update, instruction), **options)
+
     def batch(self, prompts: Sequence[Prompt], **options: Any) -> list[str]:  # type: ignore[override]
         """Edit the document once per prompt (sequentially), with the same ``options``.
 
@@ -319,15 +330,17 @@ class CaDGenerator(SteerableGenerator):
                                    progress=progress, plain_prompt=layout == "plain"))
 
     def stream(self, prompt: Prompt, *, force_program: str | Sequence[Op] | None = None,  # type: ignore[override]
-               **options: Any) -> Iterator[str]:
+               progress: ProgressCallback | None = None, **options: Any) -> Generator[str, None, CaDResult]:
         """Yield the edited document as it grows.
 
         Gen text arrives token by token (what no later token can change; see
         :mod:`.streaming`), each copy as one chunk when its tag closes. The chunks
         concatenate to ``self(prompt, **options)``. Raises
-        :class:`IncompleteProgramError` at the end if the budget ran out.
+        :class:`IncompleteProgramError` at the end if the budget ran out. ``progress`` is
+        called as in :meth:`run` (an exception it raises stops the decode at that step),
+        and the generator's return value (``StopIteration.value``) is the :class:`CaDResult`.
         """
-        return self._stream_text(prompt, force_program, self._call_options(options))
+        return self._stream_text(prompt, force_program, self._call_options(options), progress)
 
     def stream_ops(self, prompt: Prompt, *, force_program: str | Sequence[Op] | None = None,
                    **options: Any) -> Iterator[Op]:
@@ -349,7 +362,8 @@ class CaDGenerator(SteerableGenerator):
         return budget, dataclasses.replace(self.sampling, **sampling) if sampling else self.sampling
 
     def _stream_text(self, prompt: Prompt, force_program: str | Sequence[Op] | None,
-                     options: tuple[int, SamplingOptions]) -> Iterator[str]:
+                     options: tuple[int, SamplingOptions], progress: ProgressCallback | None = None,
+                     ) -> Generator[str, None, CaDResult]:
         if self.granularity == "lines":
             writer = DocumentStream(lines=self.view.lines)
         else:
@@ -359,12 +373,13 @@ class CaDGenerator(SteerableGenerator):
             chunk = writer.feed(ops, constraint.pending)
             return [chunk] if chunk else []
 
-        result = yield from _each(self._decode(prompt, force_program, options), chunks)
+        result = yield from _each(self._decode(prompt, force_program, options, progress=progress), chunks)
         if result.document is None:
             raise IncompleteProgramError(result)
         tail = writer.close()
         if tail:
             yield tail
+        return result
 
     def _stream_ops(self, prompt: Prompt, force_program: str | Sequence[Op] | None,
                     options: tuple[int, SamplingOptions]) -> Iterator[Op]:

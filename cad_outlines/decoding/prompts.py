@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence, Union
 import jinja2
 import jinja2.meta
 
-from ..adapters import check_style
+from ..adapters import check_style, update_instruction
 from ..errors import InputError
 
 #: The variables a :class:`PromptTemplate` may use.
@@ -58,6 +58,25 @@ def style_for(style: str | None, hf_model: Any, granularity: str) -> str:
     except ValueError as err:
         raise PromptError(str(err)) from None
     return style
+
+
+def update_prompt(update: str, instruction: str | None = None) -> str:
+    """The instruction that applies the lazy edit snippet ``update`` (``adapters/_view.py``'s
+    :func:`~cad_outlines.adapters.update_instruction`), checked at the door.
+
+    Raises
+    ------
+    PromptError
+        When ``update`` is not a ``str``, or holds no code besides marker lines.
+    """
+    if not isinstance(update, str):
+        raise PromptError(f"the update snippet must be a str, got {type(update).__name__}")
+    if instruction is not None and not isinstance(instruction, str):
+        raise PromptError(f"the instruction must be a str or None, got {type(instruction).__name__}")
+    try:
+        return update_instruction(update, instruction)
+    except ValueError as err:
+        raise PromptError(str(err)) from None
 
 
 def as_messages(prompt: Prompt) -> list[dict[str, str]]:

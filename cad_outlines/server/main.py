@@ -1,0 +1,95 @@
+"""Run the server: load the model, bind the socket, hand it to uvicorn, exit 0 on SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from typing import Any, Callable
+
+from ..errors import InputError, MissingDependencyError
+
+#: How long a graceful shutdown (SIGTERM, Ctrl-C) waits for requests in flight before it
+#: cancels them (their decodes stop at the next step).
+SHUTDOWN_SECONDS = 30
+
+
+def model_id(preset: str | None, model: str | None) -> str:
+    """The name clients send as ``model``: the preset, or the folder's / GGUF file's name."""
+    if preset:
+        return preset
+    assert model is not None
+    name = os.path.basename(os.path.normpath(model))
+    return name[:-len(".gguf")] if name.endswith(".gguf") else name
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (``port`` 0: a free one the OS picks)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as err:
+        sock.close()
+        raise InputError(f"--host {host} --port {port}: cannot listen there ({err.strerror or err})") from None
+    sock.listen(2048)
+    return sock
+
+
+def serve(model: Any, name: str, *, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
+          max_queue: int = 32, max_tokens: int = 2048, prefix_cache: bool = False,
+          announce: Callable[[str], None] | None = None) -> int:
+    """Serve ``model`` (an Outlines transformers model) as ``name`` until SIGTERM or Ctrl-C.
+
+    Prints ``serving NAME at http://HOST:PORT/v1`` on stdout once the socket listens (with
+    ``port=0`` that is how a caller learns the port). Returns 0 after a graceful shutdown.
+    """
+    try:
+        import uvicorn
+    except ImportError:
+        raise MissingDependencyError("cad-outlines serve needs FastAPI and uvicorn: "
+                                     "pip install 'cad-outlines[serve]'") from None
+    from .app import create_app
+    from .engine import Engine
+
+    engine = Engine(model, name, max_queue=max_queue, max_tokens=max_tokens, prefix_cache=prefix_cache)
+    app = create_app(engine, api_key=api_key)
+    sock = bind(host, port)
+    shown = f"[{host}]" if ":" in host else host
+    line = f"serving {name} at http://{shown}:{sock.getsockname()[1]}/v1"
+    (announce or (lambda text: print(text, flush=True)))(line)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=SHUTDOWN_SECONDS)
+    server = uvicorn.Server(config)
+    # uvicorn shuts down gracefully on SIGTERM/SIGINT, then raises the signal again for the
+    # handler it found. The command line's handler would turn that into an interruption
+    # (exit 130); here the signal has been dealt with, so the handler it finds does nothing.
+    previous = {sig: signal.signal(sig, _handled) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server.run(sockets=[sock])
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        sock.close()
+    return 0
+
+
+def _handled(_signum: int, _frame: Any) -> None:
+    pass
+
+
+def check_engine(engine: str) -> None:
+    """``--engine vllm``: refuse with the reason (not installed, or not served by HTTP yet)."""
+    if engine == "transformers":
+        return
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        raise InputError("--engine vllm: vLLM is not installed here (pip install 'cad-outlines[vllm]' on a "
+                         "CUDA machine; see docs/serving.md); use --engine transformers") from None
+    raise InputError("--engine vllm: the HTTP server runs on transformers only so far; edit on vLLM with "
+                     "`cad-outlines edit --engine vllm` or cad_outlines.engines.vllm (docs/serving.md)")
+
+
+__all__ = ["SHUTDOWN_SECONDS", "bind", "check_engine", "model_id", "serve"]

@@ -1,0 +1,282 @@
+"""OpenAI's chat-completions schema: requests checked at the door, responses and errors built.
+
+Nothing here runs a model. :func:`parse_chat_request` turns a request body into a
+:class:`ChatRequest` or raises :class:`APIError` naming the field (``param``) that is
+wrong; the builders write the JSON objects the ``openai`` client parses. Which of the three
+jobs a request is (an edit of a predicted file, an apply-form snippet, plain chat) is
+decided here too, from the request alone (docs/serving.md, "The HTTP server").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+#: Fields the server reads; other fields of OpenAI's schema are refused when they ask for
+#: something it does not do (:data:`_UNSUPPORTED`), and ignored otherwise (``user``, ``store``).
+_UNSUPPORTED = ("tools", "tool_choice", "functions", "function_call", "response_format", "logit_bias",
+                "stop", "audio", "modalities", "web_search_options")
+#: OpenAI's ranges.
+TEMPERATURE_MAX = 2.0
+SEED_LIMIT = 2 ** 63
+_APPLY_TAG = re.compile(r"<(instruction|code|update)>(.*?)</\1>", re.S)
+
+Kind = Literal["edit", "chat"]
+
+
+class APIError(Exception):
+    """An error answered as OpenAI's error object, with its HTTP status."""
+
+    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
+                 param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
+
+    def body(self) -> dict[str, Any]:
+        """``{"error": {"message", "type", "param", "code"}}``."""
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def bad(message: str, param: str | None = None, code: str | None = None) -> APIError:
+    """A 400 naming the field that is wrong."""
+    return APIError(400, message, param=param, code=code)
+
+
+@dataclass
+class ChatRequest:
+    """One checked chat-completions request.
+
+    ``kind`` is ``"edit"`` (``document`` is the file; ``prompt`` the conversation whose
+    last user message is the instruction) or ``"chat"`` (``prompt`` is the conversation).
+    ``max_tokens`` is ``None`` when the client gave none (the server's default applies).
+    """
+
+    model: str
+    kind: Kind
+    prompt: list[dict[str, str]]
+    document: str | None = None
+    form: str = "chat"  # "prediction", "apply" or "chat": where the document came from
+    max_tokens: int | None = None
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    stream: bool = False
+    include_usage: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def sampling(self) -> dict[str, Any]:
+        """The per-call options of the decode (``CaDGenerator``'s names)."""
+        return {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed}
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def load_json(body: bytes) -> dict[str, Any]:
+    """The request body as a JSON object (strict: no NaN/Infinity, UTF-8)."""
+    try:
+        data = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+    except UnicodeDecodeError as err:
+        raise bad(f"the request body is not UTF-8 (byte {err.start})") from None
+    except (ValueError, RecursionError) as err:
+        raise bad(f"the request body is not valid JSON: {str(err)[:200]}") from None
+    if not isinstance(data, dict):
+        raise bad(f"the request body must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _number(data: dict[str, Any], name: str, default: float, low: float, high: float,
+            low_open: bool = False) -> float:
+    value = data.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise bad(f"{name} must be a number, got {json.dumps(value)[:60]}", name)
+    if value > high or value < low or (low_open and value == low):
+        bracket = "(" if low_open else "["
+        raise bad(f"{name} must be in {bracket}{low:g}, {high:g}], got {value}", name)
+    return float(value)
+
+
+def _integer(data: dict[str, Any], name: str, low: int, high: int) -> int | None:
+    value = data.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise bad(f"{name} must be an integer, got {json.dumps(value)[:60]}", name)
+    if not low <= value <= high:
+        raise bad(f"{name} must be an integer in [{low}, {high}], got {value}", name)
+    return value
+
+
+def _text(content: Any, where: str) -> str:
+    """A message's content as text: a string, or a list of ``{"type": "text"}`` parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for k, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise bad(f"{where}.content[{k}] is a {kind!s:.40} part; only text parts are supported",
+                          f"{where}.content")
+            parts.append(part["text"])
+        return "".join(parts)
+    raise bad(f"{where}.content must be a string or a list of text parts, got "
+              f"{type(content).__name__}", f"{where}.content")
+
+
+def _messages(data: dict[str, Any]) -> list[dict[str, str]]:
+    messages = data.get("messages")
+    if not isinstance(messages, list):
+        raise bad("messages must be a list of messages", "messages")
+    if not messages:
+        raise bad("messages is empty: send at least one user message", "messages")
+    out = []
+    for k, message in enumerate(messages):
+        where = f"messages[{k}]"
+        if not isinstance(message, dict):
+            raise bad(f"{where} must be an object with role and content", where)
+        role = message.get("role")
+        role = "system" if role == "developer" else role  # OpenAI's newer name for it
+        if role not in ("system", "user", "assistant"):
+            raise bad(f"{where}.role must be system, developer, user or assistant, got "
+                      f"{json.dumps(role)[:40]}", f"{where}.role")
+        if role == "system" and k:
+            raise bad(f"{where} is a system message; only the first message may be one", f"{where}.role")
+        out.append({"role": role, "content": _text(message.get("content"), where)})
+    if out[-1]["role"] != "user":
+        raise bad(f"the last message is a{'n' if out[-1]['role'] == 'assistant' else ''} {out[-1]['role']} "
+                  "message; the conversation must end with a user message", "messages")
+    return out
+
+
+def _prediction(data: dict[str, Any]) -> str | None:
+    prediction = data.get("prediction")
+    if prediction is None:
+        return None
+    if not isinstance(prediction, dict) or prediction.get("type") != "content":
+        raise bad('prediction must be {"type": "content", "content": ...}', "prediction")
+    return _text(prediction.get("content"), "prediction")
+
+
+def apply_form(text: str) -> dict[str, str] | None:
+    """The ``<instruction>``/``<code>``/``<update>`` parts of an apply-model message, or
+    ``None`` when it has no ``<update>`` (then it is an ordinary message). Contents are
+    taken exactly as they stand between the tags."""
+    parts: dict[str, str] = {}
+    for match in _APPLY_TAG.finditer(text):
+        parts.setdefault(match.group(1), match.group(2))
+    return parts if "update" in parts else None
+
+
+def parse_chat_request(data: dict[str, Any]) -> ChatRequest:
+    """Check a chat-completions body and decide its job (see the module docstring).
+
+    Raises
+    ------
+    APIError
+        400 naming the first field that is wrong.
+    """
+    model = data.get("model")
+    if not isinstance(model, str) or not model:
+        raise bad("model must be a non-empty string (GET /v1/models lists it)", "model")
+    for name in _UNSUPPORTED:
+        if data.get(name) not in (None, [], {}):
+            raise bad(f"{name} is not supported by this server", name)
+    if data.get("n") not in (None, 1):
+        raise bad("n must be 1 (one choice per request)", "n")
+    if data.get("logprobs") not in (None, False):
+        raise bad("logprobs are not supported by this server", "logprobs")
+    for name in ("frequency_penalty", "presence_penalty"):
+        if _number(data, name, 0.0, -2.0, 2.0) != 0.0:
+            raise bad(f"{name} is not supported (only 0)", name)
+    stream = data.get("stream", False)
+    if stream is None:
+        stream = False
+    if not isinstance(stream, bool):
+        raise bad(f"stream must be a boolean, got {json.dumps(stream)[:40]}", "stream")
+    stream_options = data.get("stream_options") or {}
+    if not isinstance(stream_options, dict):
+        raise bad("stream_options must be an object", "stream_options")
+    messages = _messages(data)
+    limits = [name for name in ("max_tokens", "max_completion_tokens") if data.get(name) is not None]
+    if len(limits) == 2 and data["max_tokens"] != data["max_completion_tokens"]:
+        raise bad("give max_tokens or max_completion_tokens, not two different values", "max_tokens")
+    max_tokens = _integer(data, limits[0], 1, 2 ** 31) if limits else None
+    request = ChatRequest(
+        model=model, kind="chat", prompt=messages, max_tokens=max_tokens,
+        temperature=_number(data, "temperature", 0.0, 0.0, TEMPERATURE_MAX),
+        top_p=_number(data, "top_p", 1.0, 0.0, 1.0, low_open=True),
+        seed=_integer(data, "seed", 0, SEED_LIMIT - 1) or 0,
+        stream=stream, include_usage=bool(stream_options.get("include_usage")))
+    document = _prediction(data)
+    parts = apply_form(messages[-1]["content"])
+    if parts is not None:
+        from ..decoding.prompts import PromptError, update_prompt
+
+        if "code" in parts and document is not None:
+            raise bad("the file is given twice: as prediction and as <code> in the last message; "
+                      "give one", "prediction")
+        if "code" not in parts and document is None:
+            raise bad("the last message has <update> but no <code>, and there is no prediction: "
+                      "send the file in <code>...</code> or as prediction", "messages")
+        try:
+            instruction = update_prompt(parts["update"], parts.get("instruction"))
+        except PromptError as err:
+            raise bad(f"the last message's <update>: {err}", "messages") from None
+        request.kind, request.form = "edit", "apply"
+        request.document = parts.get("code", document)
+        request.prompt = [*messages[:-1], {"role": "user", "content": instruction}]
+    elif document is not None:
+        if not messages[-1]["content"].strip():
+            raise bad("the last user message is empty: with prediction it is the instruction", "messages")
+        request.kind, request.form, request.document = "edit", "prediction", document
+    return request
+
+
+def new_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex[:24]}"
+
+
+def completion(request_id: str, model: str, content: str, finish_reason: str, usage: dict[str, Any],
+               cad: dict[str, Any] | None) -> dict[str, Any]:
+    """A ``chat.completion`` object (``cad``: the edit's program and counts, or none)."""
+    body = {"id": request_id, "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "finish_reason": finish_reason, "logprobs": None}],
+            "usage": usage}
+    if cad is not None:
+        body["cad"] = cad
+    return body
+
+
+def chunk(request_id: str, model: str, delta: dict[str, Any], finish_reason: str | None = None,
+          **extra: Any) -> dict[str, Any]:
+    """A ``chat.completion.chunk`` object with one choice."""
+    return {"id": request_id, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
+            **extra}
+
+
+def usage(prompt_tokens: int, completion_tokens: int, accepted: int | None = None,
+          rejected: int | None = None) -> dict[str, Any]:
+    """OpenAI's usage object; the prediction counts only for an edit."""
+    body: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                            "total_tokens": prompt_tokens + completion_tokens}
+    if accepted is not None:
+        body["completion_tokens_details"] = {"accepted_prediction_tokens": accepted,
+                                             "rejected_prediction_tokens": rejected or 0}
+    return body
+
+
+def sse(data: dict[str, Any] | str) -> bytes:
+    """One server-sent event: ``data: <json>`` and a blank line."""
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    return f"data: {text}\n\n".encode("utf-8")

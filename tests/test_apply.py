@@ -1,0 +1,120 @@
+"""Lazy edit snippets: marker lines, the snippet's prompt layout, ``generate.apply``,
+``CaDGenerator.apply`` and ``edit --update`` (forced programs on a tiny preset: random
+weights cannot choose an edit; the real model only has to finish a valid program)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+import cad_outlines.generate
+from cad_outlines.adapters import find_markers, update_instruction
+from cad_outlines.bench.fuzz import check_result
+from cad_outlines.cli import main
+from cad_outlines.decoding.generator import CaDGenerator, IncompleteProgramError
+from cad_outlines.decoding.prompts import PromptError, update_prompt
+from cad_outlines.tools import models
+
+DOC = "def mean(xs):\n    return sum(xs) / len(xs)\n\n\ndef total(xs):\n    return sum(xs)\n"
+UPDATE = ("def mean(xs):\n    if not xs:\n        raise ValueError('empty')\n"
+          "    return sum(xs) / len(xs)\n# ... existing code ...\n")
+# What a model should write for UPDATE: line 1, the new check, lines 2-6.
+PROGRAM = ('<program><copy lines="1-1"/><gen>\n    if not xs:\n        raise ValueError(\'empty\')\n'
+           '</gen><copy lines="2-7"/></program>')
+GOLD = DOC.replace("(xs):\n    return sum(xs) /", "(xs):\n    if not xs:\n        raise ValueError('empty')\n"
+                   "    return sum(xs) /", 1)
+
+
+@pytest.mark.parametrize("line", [
+    "# ... existing code ...", "    // ... existing code ...", "/* ... existing code ... */",
+    "<!-- ... existing code ... -->", "-- ... existing code ...", "\t# … existing code …",
+    "// ... rest of code ...", "  # ... existing code unchanged ...", "; ... existing code ...",
+    "// ...existing code...\r",
+])
+def test_marker_lines_in_each_comment_syntax(line):
+    assert find_markers(f"x = 1\n{line}\ny = 2\n") == [2]
+
+
+@pytest.mark.parametrize("line", [
+    "print('... existing code ...')", "x = 1  # ... existing code ...", "# existing code",
+    "# ... new code ...", "...existing code...", "/* ... existing code ...",
+])
+def test_code_that_mentions_the_words_is_not_a_marker(line):
+    assert find_markers(f"{line}\n") == []
+
+
+def test_update_instruction_layout():
+    text = update_instruction(UPDATE, "guard against empty lists")
+    assert text.startswith("guard against empty lists\nApply this update snippet to the document.")
+    assert "`# ... existing code ...`" in text  # the snippet's own marker is quoted
+    assert text.endswith("```\n" + UPDATE.rstrip("\n") + "\n```")
+    assert update_instruction("x = 1\n").startswith("Apply this update snippet")  # no instruction
+    assert "stands for unchanged" not in update_instruction("x = 1\n")  # no marker, no word of one
+    fenced = update_instruction("s = '````'\n")  # the fence outgrows backtick runs in the snippet
+    assert fenced.endswith("`````\ns = '````'\n`````")
+
+
+@pytest.mark.parametrize("snippet", ["", "  \n", "// ... existing code ...\n"])
+def test_an_empty_snippet_is_refused(snippet):
+    with pytest.raises(PromptError, match="snippet is empty"):
+        update_prompt(snippet)
+    with pytest.raises(PromptError, match="must be a str"):
+        update_prompt(b"x = 1")  # type: ignore[arg-type]
+
+
+def test_apply_is_an_edit_with_the_snippet_as_instruction(tiny_model):
+    model = tiny_model("tiny-qwen")
+    gen = CaDGenerator(model, DOC)
+    applied = gen.apply(UPDATE, force_program=PROGRAM)
+    assert applied == GOLD
+    result = gen.run(update_prompt(UPDATE), force_program=PROGRAM)
+    assert result.stats.prompt_tokens == len(gen.adapter.prompt_ids(DOC, update_prompt(UPDATE)))
+
+
+def test_generate_apply_runs_the_model_on_the_snippet_prompt(tiny_model):
+    model = tiny_model("tiny-qwen")
+    with pytest.raises(IncompleteProgramError) as info:  # random weights do not finish in 4 tokens
+        cad_outlines.generate.apply(model, DOC, UPDATE, instruction="guard", max_new_tokens=4)
+    gen = CaDGenerator(model, DOC)
+    assert info.value.result.stats.prompt_tokens == len(gen.adapter.prompt_ids(DOC, update_prompt(UPDATE, "guard")))
+
+
+@pytest.fixture
+def shared_tiny(monkeypatch, tiny_model):
+    tiny_model("tiny-qwen")
+    monkeypatch.setattr(models, "load", lambda name, **kw: tiny_model(name))
+
+
+def test_edit_update_writes_the_merged_file(tmp_path, capsys, shared_tiny, monkeypatch):
+    src, out = tmp_path / "stats.py", tmp_path / "out.py"
+    src.write_text(DOC, encoding="utf-8")
+    prog = tmp_path / "p.prog"
+    prog.write_text(PROGRAM, encoding="utf-8")
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(UPDATE.encode("utf-8"))))  # --update -
+    argv = ["edit", str(src), "--update", "-", "--preset", "tiny-qwen", "--force-program", str(prog),
+            "-o", str(out), "-q"]
+    assert main(argv) == 0
+    assert out.read_text(encoding="utf-8") == GOLD
+
+
+def test_edit_update_bad_input_is_one_line(tmp_path, capsys, shared_tiny):
+    src, snippet = tmp_path / "a.py", tmp_path / "u.py"
+    src.write_text(DOC, encoding="utf-8")
+    snippet.write_text("# ... existing code ...\n", encoding="utf-8")
+    assert main(["edit", str(src), "--update", str(snippet), "--preset", "tiny-qwen"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"--update {snippet}: the update snippet is empty" in err
+    assert main(["edit", str(src), str(src), "--update", str(snippet), "--preset", "tiny-qwen"]) == 2
+    assert "--update takes one FILE" in capsys.readouterr().err
+    assert main(["edit", str(src), "--update", str(tmp_path / "nope"), "--preset", "tiny-qwen"]) == 2
+    with pytest.raises(SystemExit) as exit_info:  # argparse: one or the other
+        main(["edit", str(src), "--update", str(snippet), "--instruction", "x", "--preset", "tiny-qwen"])
+    assert exit_info.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
+def test_the_real_model_finishes_a_valid_program_for_a_snippet(real_model):
+    model = real_model("smollm2-135m")
+    gen = CaDGenerator(model, DOC, max_new_tokens=160)
+    result = gen.run(update_prompt(UPDATE))
+    assert result.complete and check_result(result, gen) == [], result.program

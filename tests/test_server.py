@@ -1,0 +1,389 @@
+"""``cad-outlines serve`` driven by real clients: the ``openai`` package and ``httpx``.
+
+Each server is a subprocess on a free loopback port (``--port 0``; the port is read from
+its first line). The tiny random-weight preset cannot choose an edit, so its edits stop at
+``max_tokens`` (finish_reason ``length``): the tests compare them with the same decode in
+process, token for token. The real fine-tuned model (``smollm2-135m``) finishes its edits:
+there the answer must equal ``generate.edit`` with the same options and seed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+httpx = pytest.importorskip("httpx")
+openai = pytest.importorskip("openai")
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+import cad_outlines.generate  # noqa: E402
+from cad_outlines.decoding.generator import CaDGenerator, IncompleteProgramError  # noqa: E402
+from cad_outlines.decoding.prompts import update_prompt  # noqa: E402
+
+from testdata import ROOT  # noqa: E402
+
+KEY = "test-key-1234"
+DOC = "def mean(xs):\n    return sum(xs) / len(xs)\n\n\ndef total(xs):\n    return sum(xs)\n"
+UPDATE = "def mean(xs):\n    if not xs:\n        raise ValueError('empty')\n# ... existing code ...\n"
+
+
+class Server:
+    """A ``cad-outlines serve`` subprocess; ``url`` ends in ``/v1``."""
+
+    def __init__(self, tmp: Path, *args: str):
+        self.log = tmp / f"server-{os.getpid()}-{time.monotonic_ns()}.log"
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "cad_outlines", "serve", "--port", "0", *args],
+                                     stdout=subprocess.PIPE, stderr=open(self.log, "w"), text=True,
+                                     cwd=ROOT, env=env)
+        line = self._first_line(timeout=180)
+        assert line.startswith("serving "), (line, self.log.read_text())
+        self.url = line.split(" at ", 1)[1].strip()
+        self.base = self.url[:-len("/v1")]
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{self.base}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, self.log.read_text()
+            time.sleep(0.1)
+
+    def _first_line(self, timeout: float) -> str:
+        got: list[str] = []
+        reader = threading.Thread(target=lambda: got.append(self.proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(timeout)
+        return got[0] if got else f"(no line within {timeout} s; exit {self.proc.poll()})"
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=60)
+
+    def health(self) -> dict:
+        return httpx.get(f"{self.base}/health", timeout=10).json()
+
+
+def client(server: Server, key: str | None = KEY, **kw) -> "openai.OpenAI":
+    return openai.OpenAI(base_url=server.url, api_key=key or "none", max_retries=0, timeout=120, **kw)
+
+
+@pytest.fixture(scope="module")
+def tiny_server(tmp_path_factory):
+    server = Server(tmp_path_factory.mktemp("serve"), "--preset", "tiny-qwen", "--api-key", KEY,
+                    "--max-queue", "20", "--max-tokens", "64")
+    yield server
+    assert server.stop() == 0, server.log.read_text()[-2000:]
+
+
+def in_process(model, document, prompt, **options) -> tuple[str, str]:
+    """The content and finish_reason the server should answer for this edit."""
+    chunks: list[str] = []
+    try:
+        for piece in CaDGenerator(model, document).stream(prompt, **options):
+            chunks.append(piece)
+    except IncompleteProgramError:
+        return "".join(chunks), "length"
+    return "".join(chunks), "stop"
+
+
+def edit_request(server, document=DOC, instruction="make mean() safe", **kw):
+    return client(server).chat.completions.create(
+        model="tiny-qwen", messages=[{"role": "user", "content": instruction}],
+        prediction={"type": "content", "content": document}, **kw)
+
+
+# --- the openai client ------------------------------------------------------------------------
+
+
+def test_models_and_health(tiny_server):
+    assert [m.id for m in client(tiny_server).models.list().data] == ["tiny-qwen"]
+    assert client(tiny_server).models.retrieve("tiny-qwen").id == "tiny-qwen"
+    assert tiny_server.health()["status"] == "ok"
+
+
+@pytest.mark.parametrize("options", [{}, {"temperature": 0.8, "top_p": 0.9, "seed": 7}])
+def test_predicted_output_edit_equals_the_in_process_decode(tiny_server, tiny_model, options):
+    reply = edit_request(tiny_server, max_tokens=24, **options)
+    expected, finish = in_process(tiny_model("tiny-qwen"), DOC, "make mean() safe", max_new_tokens=24,
+                                  **options)
+    choice = reply.choices[0]
+    assert (choice.message.content, choice.finish_reason) == (expected, finish)
+    cad = reply.model_extra["cad"]
+    assert cad["form"] == "prediction" and cad["program"].startswith("<program>")
+    assert cad["stats"]["prompt_tokens"] == reply.usage.prompt_tokens
+    details = reply.usage.completion_tokens_details
+    assert details.accepted_prediction_tokens == cad["stats"]["copied_tokens"]
+    assert details.rejected_prediction_tokens >= 0 and reply.usage.completion_tokens >= 0
+
+
+def test_streaming_iterates_to_the_same_text(tiny_server):
+    whole = edit_request(tiny_server, max_tokens=24).choices[0].message.content
+    chunks = list(edit_request(tiny_server, max_tokens=24, stream=True, stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole and len(chunks) > 3
+    finals = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert [c.choices[0].finish_reason for c in finals] == ["length"] and "cad" in finals[0].model_extra
+    assert chunks[-1].usage is not None and chunks[-1].usage.prompt_tokens > 0
+
+
+def test_apply_form_message_is_an_edit(tiny_server, tiny_model):
+    message = f"<instruction>guard it</instruction>\n<code>{DOC}</code>\n<update>{UPDATE}</update>"
+    reply = client(tiny_server).chat.completions.create(
+        model="tiny-qwen", messages=[{"role": "user", "content": message}], max_tokens=20)
+    expected = in_process(tiny_model("tiny-qwen"), DOC, update_prompt(UPDATE, "guard it"), max_new_tokens=20)
+    assert (reply.choices[0].message.content, reply.choices[0].finish_reason) == expected
+    assert reply.model_extra["cad"]["form"] == "apply"
+
+
+def test_plain_chat_is_deterministic_and_streams(tiny_server):
+    ask = dict(model="tiny-qwen", messages=[{"role": "system", "content": "Be brief."},
+                                            {"role": "user", "content": "Say hi"}],
+               max_completion_tokens=12, temperature=0.9, seed=5)
+    first = client(tiny_server).chat.completions.create(**ask)
+    again = client(tiny_server).chat.completions.create(**ask)
+    assert first.choices[0].message.content == again.choices[0].message.content
+    assert first.choices[0].finish_reason in ("stop", "length") and "cad" not in (first.model_extra or {})
+    assert first.usage.prompt_tokens > 0 and 0 < first.usage.completion_tokens <= 12
+    streamed = "".join(c.choices[0].delta.content or "" for c in
+                       client(tiny_server).chat.completions.create(stream=True, **ask) if c.choices)
+    assert streamed == first.choices[0].message.content
+
+
+def test_the_clients_error_classes(tiny_server):
+    with pytest.raises(openai.AuthenticationError):
+        client(tiny_server, key="wrong").models.list()
+    with pytest.raises(openai.NotFoundError, match="does not exist"):
+        client(tiny_server).chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "x"}])
+    with pytest.raises(openai.BadRequestError, match="messages is empty"):
+        client(tiny_server).chat.completions.create(model="tiny-qwen", messages=[])
+    with pytest.raises(openai.BadRequestError) as info:
+        client(tiny_server).chat.completions.create(model="tiny-qwen", temperature=3,
+                                                    messages=[{"role": "user", "content": "x"}])
+    assert info.value.body["param"] == "temperature"
+
+
+# --- malformed requests over httpx -------------------------------------------------------------
+
+USER = [{"role": "user", "content": "fix"}]
+BASE = {"model": "tiny-qwen", "messages": USER}
+CASES = [
+    # (name, method, path, body (bytes, or a dict sent as JSON), status, param)
+    ("bad json", "POST", "/v1/chat/completions", b"{bad", 400, None),
+    ("not an object", "POST", "/v1/chat/completions", b"[1, 2]", 400, None),
+    ("not utf-8", "POST", "/v1/chat/completions", b'{"model": "\xff"}', 400, None),
+    ("NaN literal", "POST", "/v1/chat/completions", b'{"model": "tiny-qwen", "temperature": NaN}', 400, None),
+    ("deep nesting", "POST", "/v1/chat/completions", b"[" * 100000 + b"]" * 100000, 400, None),
+    ("no model", "POST", "/v1/chat/completions", {"messages": USER}, 400, "model"),
+    ("messages not a list", "POST", "/v1/chat/completions", {**BASE, "messages": "hi"}, 400, "messages"),
+    ("empty messages", "POST", "/v1/chat/completions", {**BASE, "messages": []}, 400, "messages"),
+    ("message not an object", "POST", "/v1/chat/completions", {**BASE, "messages": [3]}, 400, "messages[0]"),
+    ("bad role", "POST", "/v1/chat/completions", {**BASE, "messages": [{"role": "tool", "content": "x"}]},
+     400, "messages[0].role"),
+    ("image part", "POST", "/v1/chat/completions",
+     {**BASE, "messages": [{"role": "user", "content": [
+         {"type": "text", "text": "what is this"},
+         {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]},
+     400, "messages[0].content"),
+    ("content a number", "POST", "/v1/chat/completions", {**BASE, "messages": [{"role": "user", "content": 5}]},
+     400, "messages[0].content"),
+    ("ends with assistant", "POST", "/v1/chat/completions",
+     {**BASE, "messages": [*USER, {"role": "assistant", "content": "ok"}]}, 400, "messages"),
+    ("late system", "POST", "/v1/chat/completions",
+     {**BASE, "messages": [*USER, {"role": "system", "content": "x"}, *USER]}, 400, "messages[1].role"),
+    ("temperature a string", "POST", "/v1/chat/completions", {**BASE, "temperature": "hot"}, 400, "temperature"),
+    ("temperature huge", "POST", "/v1/chat/completions", {**BASE, "temperature": 1e308}, 400, "temperature"),
+    ("top_p zero", "POST", "/v1/chat/completions", {**BASE, "top_p": 0}, 400, "top_p"),
+    ("max_tokens huge", "POST", "/v1/chat/completions", {**BASE, "max_tokens": 10 ** 30}, 400, "max_tokens"),
+    ("max_tokens past context", "POST", "/v1/chat/completions", {**BASE, "max_tokens": 2 ** 31}, 400,
+     "max_tokens"),
+    ("max_tokens zero", "POST", "/v1/chat/completions", {**BASE, "max_tokens": 0}, 400, "max_tokens"),
+    ("max_tokens float", "POST", "/v1/chat/completions", {**BASE, "max_completion_tokens": 1.5}, 400,
+     "max_completion_tokens"),
+    ("max_tokens bool", "POST", "/v1/chat/completions", {**BASE, "max_tokens": True}, 400, "max_tokens"),
+    ("seed negative", "POST", "/v1/chat/completions", {**BASE, "seed": -1}, 400, "seed"),
+    ("seed huge", "POST", "/v1/chat/completions", {**BASE, "seed": 2 ** 64}, 400, "seed"),
+    ("stream a string", "POST", "/v1/chat/completions", {**BASE, "stream": "yes"}, 400, "stream"),
+    ("n two", "POST", "/v1/chat/completions", {**BASE, "n": 2}, 400, "n"),
+    ("tools", "POST", "/v1/chat/completions", {**BASE, "tools": [{"type": "function"}]}, 400, "tools"),
+    ("prediction a string", "POST", "/v1/chat/completions", {**BASE, "prediction": "x"}, 400, "prediction"),
+    ("prediction content a number", "POST", "/v1/chat/completions",
+     {**BASE, "prediction": {"type": "content", "content": 5}}, 400, "prediction.content"),
+    ("prediction with an empty instruction", "POST", "/v1/chat/completions",
+     {**BASE, "messages": [{"role": "user", "content": " "}], "prediction": {"type": "content", "content": "a\n"}},
+     400, "messages"),
+    ("update without code", "POST", "/v1/chat/completions",
+     {**BASE, "messages": [{"role": "user", "content": "<update>x = 1</update>"}]}, 400, "messages"),
+    ("empty update", "POST", "/v1/chat/completions",
+     {**BASE, "messages": [{"role": "user", "content": "<code>a\n</code><update># ... existing code ...</update>"}]},
+     400, "messages"),
+    ("code and prediction", "POST", "/v1/chat/completions",
+     {**BASE, "messages": [{"role": "user", "content": "<code>a\n</code><update>b\n</update>"}],
+      "prediction": {"type": "content", "content": "a\n"}}, 400, "prediction"),
+    ("unknown model", "POST", "/v1/chat/completions", {**BASE, "model": "nope"}, 404, "model"),
+    ("unknown model card", "GET", "/v1/models/nope", None, 404, "model"),
+    ("unknown route", "GET", "/v1/completions", None, 404, None),
+    ("unknown route post", "POST", "/v2/whatever", {}, 404, None),
+    ("wrong method", "GET", "/v1/chat/completions", None, 405, None),
+    ("document past the context", "POST", "/v1/chat/completions",
+     {**BASE, "prediction": {"type": "content", "content": "x = 1\n" * 20000}}, 413, "messages"),
+]
+
+
+@pytest.mark.parametrize("name, method, path, body, status, param", CASES, ids=[c[0] for c in CASES])
+def test_malformed_requests_get_an_error_object_and_the_server_lives(tiny_server, name, method, path, body,
+                                                                      status, param):
+    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    content = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+    reply = httpx.request(method, f"{tiny_server.base}{path}", content=content, headers=headers, timeout=120)
+    assert reply.status_code == status, reply.text
+    error = reply.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["message"]
+    assert error["param"] == param, error
+    assert tiny_server.health()["status"] == "ok"
+
+
+@pytest.mark.parametrize("header", [None, "Bearer wrong", "Basic " + KEY, f"Bearer {KEY}x", "Bearer"])
+def test_the_api_key_is_enforced(tiny_server, header):
+    headers = {"Authorization": header} if header else {}
+    reply = httpx.post(f"{tiny_server.base}/v1/chat/completions", json=BASE, headers=headers, timeout=30)
+    assert reply.status_code == 401 and reply.json()["error"]["code"] == "invalid_api_key"
+    assert httpx.get(f"{tiny_server.base}/v1/models", headers=headers, timeout=30).status_code == 401
+    assert httpx.get(f"{tiny_server.base}/health", timeout=30).status_code == 200  # health needs no key
+
+
+# --- concurrency, cancellation, shutdown ---------------------------------------------------------
+
+
+def test_sixteen_concurrent_clients_get_the_serial_answers(tiny_server):
+    jobs = [(f"line {k} = {k}\n" * (1 + k % 3) + DOC, f"change line {k}", {"seed": k, "temperature": 0.5 * (k % 2)})
+            for k in range(16)]
+
+    def ask(job):
+        document, instruction, options = job
+        reply = edit_request(tiny_server, document, instruction, max_tokens=12, **options)
+        return reply.choices[0].message.content, reply.choices[0].finish_reason, reply.model_extra["cad"]["program"]
+
+    serial = [ask(job) for job in jobs]
+    with ThreadPoolExecutor(16) as pool:
+        concurrent = list(pool.map(ask, jobs))
+    assert concurrent == serial
+    assert tiny_server.health()["pending"] == 0
+
+
+def _wait_idle(server: Server, seconds: float) -> float:
+    start = time.monotonic()
+    while server.health()["pending"]:
+        assert time.monotonic() - start < seconds, "the decode did not stop"
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+def test_a_client_that_leaves_stops_its_decode(tiny_server):
+    long_chat = {**BASE, "messages": [{"role": "user", "content": "write a long story"}], "max_tokens": 20000}
+    headers = {"Authorization": f"Bearer {KEY}"}
+    with pytest.raises(httpx.ReadTimeout):  # a non-streaming request given up by its client
+        httpx.post(f"{tiny_server.base}/v1/chat/completions", json=long_chat, headers=headers, timeout=1.0)
+    _wait_idle(tiny_server, 5)
+    with httpx.stream("POST", f"{tiny_server.base}/v1/chat/completions", json={**long_chat, "stream": True},
+                      headers=headers, timeout=30) as reply:
+        assert next(reply.iter_lines()).startswith("data: ")  # streaming has begun; now leave
+    _wait_idle(tiny_server, 5)
+    assert " 499 " in tiny_server.log.read_text()  # the access log says the client left
+
+
+def test_one_log_line_per_request(tiny_server):
+    httpx.get(f"{tiny_server.base}/v1/models/tiny-qwen", headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
+    lines = [line for line in tiny_server.log.read_text().splitlines() if line.startswith("GET /v1/models/tiny-qwen ")]
+    assert lines and lines[-1].split()[2] == "200" and lines[-1].endswith(" ms")
+
+
+def test_a_full_queue_answers_429_and_sigterm_finishes_in_flight_work(tmp_path, tiny_model):
+    server = Server(tmp_path, "--preset", "tiny-qwen", "--max-queue", "0")
+    try:
+        ask = dict(model="tiny-qwen", messages=[{"role": "user", "content": "go on"}], max_tokens=1500)
+        with ThreadPoolExecutor(1) as pool:
+            running = pool.submit(lambda: client(server, key=None).chat.completions.create(**ask))
+            deadline = time.monotonic() + 30
+            while server.health()["pending"] == 0:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            with pytest.raises(openai.RateLimitError, match="busy"):
+                client(server, key=None).chat.completions.create(**ask)
+            server.proc.send_signal(signal.SIGTERM)  # while the first request runs
+            reply = running.result(timeout=120)
+        assert reply.choices[0].finish_reason in ("stop", "length") and reply.usage.completion_tokens > 0
+        assert server.proc.wait(timeout=60) == 0
+    finally:
+        server.stop()
+
+
+def test_serve_refuses_bad_arguments(capsys):
+    from cad_outlines.cli import main
+
+    assert main(["serve", "--preset", "tiny-qwen", "--engine", "vllm"]) == 2
+    assert "--engine vllm" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["serve", "--preset", "tiny-qwen", "--port", "70000"])
+    assert main(["serve", "--preset", "tiny-qwen", "--api-key", " "]) == 2
+
+
+# --- the real model: complete edits equal the Python API's ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real_server(tmp_path_factory, real_model):
+    real_model("smollm2-135m")  # skips (or fails under CAD_OUTLINES_REQUIRE_REAL=1) without the weights
+    server = Server(tmp_path_factory.mktemp("serve-real"), "--preset", "smollm2-135m")
+    yield server
+    assert server.stop() == 0, server.log.read_text()[-2000:]
+
+
+REAL_EDIT = ("import json\n\n\ndef load(path):\n    with open(path) as fh:\n        return json.load(fh)\n",
+             "Replace line 6 with this line:\n        return json.loads(fh.read())")
+
+
+@pytest.mark.parametrize("options", [{}, {"temperature": 0.7, "seed": 3}])
+def test_real_model_edit_equals_generate_edit(real_server, real_model, options):
+    document, instruction = REAL_EDIT
+    expected = cad_outlines.generate.edit(real_model("smollm2-135m"), document, instruction, max_new_tokens=256,
+                                          **options)
+    reply = openai.OpenAI(base_url=real_server.url, api_key="none", max_retries=0, timeout=300).chat.completions.create(
+        model="smollm2-135m", messages=[{"role": "user", "content": instruction}],
+        prediction={"type": "content", "content": document}, max_tokens=256, **options)
+    assert reply.choices[0].finish_reason == "stop" and reply.choices[0].message.content == expected
+    assert reply.usage.completion_tokens_details.accepted_prediction_tokens > 0
+    stream = openai.OpenAI(base_url=real_server.url, api_key="none", max_retries=0).chat.completions.create(
+        model="smollm2-135m", messages=[{"role": "user", "content": instruction}], stream=True,
+        prediction={"type": "content", "content": document}, max_tokens=256, **options)
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == expected
+
+
+def test_real_model_apply_form_finishes_a_valid_edit(real_server):
+    message = f"<code>{DOC}</code>\n<update>{UPDATE}</update>"
+    reply = openai.OpenAI(base_url=real_server.url, api_key="none", max_retries=0, timeout=300).chat.completions.create(
+        model="smollm2-135m", messages=[{"role": "user", "content": message}], max_tokens=200)
+    cad = reply.model_extra["cad"]
+    assert reply.choices[0].finish_reason == "stop" and cad["complete"] and cad["form"] == "apply"
+    assert reply.choices[0].message.content  # the merged file (the model was not trained on snippets)
+
+
+def test_bench_http_reports_both_methods(tiny_server):
+    from cad_outlines.bench.http import HttpConfig, format_table, run
+
+    report = run(HttpConfig(url=tiny_server.url, api_key=KEY, clients=2, edits=2, max_tokens=8))
+    assert set(report["summary"]) == {"cad", "regen"} and len(report["rows"]) == 4
+    assert all(s["edits"] == 2 and s["edits_per_minute"] > 0 for s in report["summary"].values())
+    assert "| CaD (`prediction`) |" in format_table(report)
