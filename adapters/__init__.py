@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from ._errors import AdapterError
-from ._view import MARKER_TEXT, PROMPT_STYLES, check_style, find_markers, update_instruction
+from ._view import PROMPT_STYLES, check_style
 from .base import LITERALS, Adapter
 from .codellama import CodeLlamaAdapter
 from .deepseek_coder import DeepSeekCoderAdapter
@@ -103,7 +103,6 @@ def load_tokenizer(path: str | os.PathLike) -> Any:
         raise AdapterError(f"cannot load a tokenizer from {path}: {type(err).__name__}: {err}") from err
 
 
-__all__ = ["ADAPTERS", "LITERALS", "MARKER_TEXT", "PROMPT_STYLES", "check_style", "find_markers",
-           "update_instruction", "Adapter", "AdapterError", "CodeLlamaAdapter",
+__all__ = ["ADAPTERS", "LITERALS", "PROMPT_STYLES", "check_style", "Adapter", "AdapterError", "CodeLlamaAdapter",
            "DeepSeekCoderAdapter", "GenericAdapter", "QwenAdapter", "TokenizerFacts",
            "detect_family", "get_adapter", "load_tokenizer", "tokenizer_facts"]

@@ -36,7 +36,6 @@ The last row is the empty line after the final newline: no token starts on it.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Sequence
 
 from cad_outlines.language import syntax
@@ -170,67 +169,3 @@ def plain_content(instruction: str, document: str) -> str:
     """The user message of a regeneration prompt: no format statement, no line numbers."""
     return (f"{instruction.strip()}\n\nReply with the whole edited document and nothing else."
             f"\n\nDocument:\n{document}")
-
-
-# -- lazy edit snippets (the apply-model form: ``edit --update``, ``generate.apply``) ----------
-
-#: The marker text of an elided region, as apply models write it (``... existing code ...``).
-MARKER_TEXT = "... existing code ..."
-
-# A marker line is a whole line holding only a comment whose text is the marker, in any of
-# the comment syntaxes code files use, so one snippet format serves every language:
-# ``# ...`` (Python, shell, YAML), ``// ...`` (C, JS, Rust, Go), ``/* ... */`` (C, CSS),
-# ``<!-- ... -->`` (HTML, XML, Markdown), ``-- ...`` (SQL, Lua, Haskell). The dots may be
-# ``...`` or ``…``; "existing code" may be followed by words ("existing code unchanged").
-_DOTS = r"(?:\.{3}|\u2026)"
-_MARKER_BODY = rf"{_DOTS}\s*(?:existing|rest of)\s+(?:code|lines|file)\b[^\n]*?{_DOTS}?"
-_MARKER_LINE = re.compile(
-    rf"^[ \t]*(?:(?:#|//|--|;)\s*{_MARKER_BODY}|/\*\s*{_MARKER_BODY}\s*\*/|<!--\s*{_MARKER_BODY}\s*-->)[ \t]*\r?$",
-    re.IGNORECASE)
-
-
-def find_markers(snippet: str) -> list[int]:
-    """The 1-indexed numbers of the snippet's marker lines (``// ... existing code ...``).
-
-    A marker line holds nothing but a comment saying ``... existing code ...`` (or
-    ``... rest of code ...``), in ``#``, ``//``, ``/* */``, ``<!-- -->``, ``--`` or ``;``
-    comment syntax, indented or not. Code that merely mentions the words is not a marker.
-    """
-    return [i for i, line in enumerate(syntax.split_lines(snippet), 1) if _MARKER_LINE.match(line)]
-
-
-def _fence(text: str) -> str:
-    """A backtick fence longer than any backtick run in ``text`` (so the text cannot close it)."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)
-
-
-def update_instruction(update: str, instruction: str | None = None) -> str:
-    """The instruction that asks a model to merge a lazy edit snippet into the document.
-
-    THE layout of a snippet in the prompt (the Python API, ``edit --update`` and the HTTP
-    server all call this): the optional ``instruction`` first, then a request to apply the
-    snippet, what its marker lines mean (quoting the snippet's own marker, in the file's
-    comment syntax), and the snippet fenced. The result takes the place of an instruction,
-    so the document, the format statement and the prompt style are laid out as for any edit.
-
-    Raises
-    ------
-    ValueError
-        When ``update`` holds nothing but whitespace and marker lines.
-    """
-    lines = syntax.split_lines(update)
-    markers = find_markers(update)
-    if not any(line.strip() for k, line in enumerate(lines, 1) if k not in markers):
-        raise ValueError("the update snippet is empty: give the changed code (with its context)")
-    parts = [instruction.strip()] if instruction and instruction.strip() else []
-    parts.append("Apply this update snippet to the document.")
-    if markers:
-        marker = lines[markers[0] - 1].strip()
-        parts.append(f"Each line `{marker}` in it stands for unchanged lines of the document, kept as "
-                     "they are; every other line of the snippet is the new text of its region, shown "
-                     "with the unchanged lines around it.")
-    else:
-        parts.append("It shows the new text of the region it changes, with unchanged lines around it.")
-    fence = _fence(update)
-    return "\n".join(parts) + f"\n\n{fence}\n{update.strip(chr(10))}\n{fence}"

@@ -9,7 +9,7 @@ import io
 import pytest
 
 import cad_outlines.generate
-from cad_outlines.adapters import find_markers, update_instruction
+from cad_outlines.language.snippets import marker_lines as find_markers, update_instruction
 from cad_outlines.bench.fuzz import check_result
 from cad_outlines.cli import main
 from cad_outlines.decoding.generator import CaDGenerator, IncompleteProgramError
@@ -46,13 +46,11 @@ def test_code_that_mentions_the_words_is_not_a_marker(line):
 
 def test_update_instruction_layout():
     text = update_instruction(UPDATE, "guard against empty lists")
-    assert text.startswith("guard against empty lists\nApply this update snippet to the document.")
+    assert text.startswith("guard against empty lists\nApply this update to the document;")
     assert "`# ... existing code ...`" in text  # the snippet's own marker is quoted
-    assert text.endswith("```\n" + UPDATE.rstrip("\n") + "\n```")
-    assert update_instruction("x = 1\n").startswith("Apply this update snippet")  # no instruction
-    assert "stands for unchanged" not in update_instruction("x = 1\n")  # no marker, no word of one
-    fenced = update_instruction("s = '````'\n")  # the fence outgrows backtick runs in the snippet
-    assert fenced.endswith("`````\ns = '````'\n`````")
+    assert text.endswith("<update>\n" + UPDATE + "</update>")
+    assert update_instruction("x = 1\n").startswith("Apply this update")  # no instruction
+    assert "`// ... existing code ...`" in update_instruction("x = 1\n", path="a.c")  # the file's own syntax
 
 
 @pytest.mark.parametrize("snippet", ["", "  \n", "// ... existing code ...\n"])

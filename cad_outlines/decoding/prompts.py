@@ -21,7 +21,8 @@ from typing import Any, Mapping, Sequence, Union
 import jinja2
 import jinja2.meta
 
-from ..adapters import check_style, update_instruction
+from ..adapters import check_style
+from ..language.snippets import update_instruction
 from ..errors import InputError
 
 #: The variables a :class:`PromptTemplate` may use.
@@ -61,8 +62,9 @@ def style_for(style: str | None, hf_model: Any, granularity: str) -> str:
 
 
 def update_prompt(update: str, instruction: str | None = None) -> str:
-    """The instruction that applies the lazy edit snippet ``update`` (``adapters/_view.py``'s
-    :func:`~cad_outlines.adapters.update_instruction`), checked at the door.
+    """The instruction that applies the lazy edit snippet ``update``
+    (:func:`~cad_outlines.language.snippets.update_instruction`, the layout the training
+    mix uses too), checked at the door.
 
     Raises
     ------

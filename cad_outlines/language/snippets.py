@@ -43,12 +43,11 @@ MAX_WIDEN = 6
 _MARKER_WORDS = {"#": "code", "//": "code", "--": "code", "/*": "code", "<!--": "content"}
 
 #: A whole line that is only a comment saying "... existing code ..." (or "rest of the file",
-#: "unchanged"), in any of the comment syntaxes above, indented or not.
-_MARKER = re.compile(
-    r"^\s*(?:#|//|--|/\*|<!--|;)\s*(?:\.\.\.|…)\s*"
-    r"(?:existing|unchanged|rest of(?: the)?|keep(?: the)?|previous|remaining|other)"
-    r"[\w\s]*?(?:\.\.\.|…)?\s*(?:\*/|-->)?\s*$",
-    re.IGNORECASE)
+#: "unchanged", "…"), in one of the comment syntaxes above (block comments closed on the
+#: line), indented or not. Code that merely mentions the words is not a marker.
+_BODY = (r"(?:\.\.\.|…)\s*(?:existing|unchanged|rest of(?: the)?|keep(?: the)?|previous|remaining|other)"
+         r"[\w\s]*?(?:\.\.\.|…)?")
+_MARKER = re.compile(rf"^\s*(?:(?:#|//|--|;)\s*{_BODY}|/\*\s*{_BODY}\s*\*/|<!--\s*{_BODY}\s*-->)\s*$", re.IGNORECASE)
 
 
 def comment_style(path: str | None) -> tuple[str, str]:
