@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # annotations only: drafting itself never runs the model
     from .runner import Runner
 
 from ..files import atomic_write
-from ..language import escape, syntax
+from ..language import escape, program, syntax
 from ..language.grammar import Granularity
 from ..language.program import Copy, CopyTokens, Gen, Op
 from ..language.resolver import gen_body
@@ -78,7 +78,7 @@ LOOKUP_CHARS = 96
 #: program's structure (copy tags, ``<gen>``, ``</gen>``) or a gen-body lookup match with
 #: the longest, middle or shortest key of :data:`LOOKUP_KEYS` (longer matches continue
 #: more often).
-DraftKind = Literal["tag", "lookup_long", "lookup_mid", "lookup_short"]
+DraftKind = Literal["tag", "lookup_long", "lookup_mid", "lookup_short", "plan"]
 _LOOKUP_KINDS: tuple[DraftKind, ...] = ("lookup_long", "lookup_mid", "lookup_short")
 
 _GEN_CLOSE_PREFIXES = tuple(syntax.GEN_CLOSE[:k] for k in range(len(syntax.GEN_CLOSE), 1, -1))
@@ -96,9 +96,16 @@ class Drafter:
         ``"lines"`` or ``"tokens"``.
     lookup
         Draft gen bodies by prompt lookup (see the module docstring).
+    plan
+        The program the caller expects (e.g. the oracle program of a predicted edited
+        document, :meth:`CaDGenerator.run`'s ``prediction``): while the program written
+        so far follows it, the rest of the plan is drafted, up to the next copy's end
+        index (a splice comes between a copy's tag and what follows). Once the program
+        leaves the plan, the drafts above take over.
     """
 
-    def __init__(self, units: Sequence[str], granularity: Granularity, lookup: bool = False):
+    def __init__(self, units: Sequence[str], granularity: Granularity, lookup: bool = False,
+                 plan: Sequence[Op] | None = None):
         if granularity not in ("lines", "tokens"):
             raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
         self.units = list(units)
@@ -116,6 +123,7 @@ class Drafter:
         self._last_replaced: tuple[tuple[int, str], int] | None = None
         #: What the last :meth:`predict` drew its text from.
         self.kind: DraftKind = "tag"
+        self.plan = list(plan) if plan is not None else None
 
     def predict(self, pending: str, ops: Sequence[Op]) -> str:
         """The text most likely to follow, or ``""`` when nothing is worth drafting.
@@ -129,6 +137,11 @@ class Drafter:
             The program's complete ops, in order.
         """
         self.kind = "tag"
+        if self.plan is not None:
+            planned = self._planned(pending, ops)
+            if planned:
+                self.kind = "plan"
+                return planned
         expected = self._next_op_text(ops)
         if not ops:
             expected = syntax.PROGRAM_OPEN + expected
@@ -147,6 +160,23 @@ class Drafter:
         if end and str(self.hi).startswith(end.group(1)):
             return str(self.hi)[len(end.group(1)):]
         return ""
+
+    def _planned(self, pending: str, ops: Sequence[Op]) -> str:
+        """The plan's text after ``pending``, up to the next copy's end index; ``""`` when
+        the program so far is not the plan's beginning."""
+        done = len(ops)
+        if len(self.plan) < done or any(a != b for a, b in zip(ops, self.plan)):
+            return ""
+        text = syntax.PROGRAM_OPEN if not ops else ""
+        for op in self.plan[done:]:
+            piece = program.render_op(op)
+            if isinstance(op, (Copy, CopyTokens)):
+                text += piece[:-len(syntax.COPY_CLOSE)]  # the splice follows the tag's close
+                break
+            text += piece
+        else:
+            text += syntax.PROGRAM_CLOSE
+        return text[len(pending):] if text.startswith(pending) and len(text) > len(pending) else ""
 
     def _next_op_text(self, ops: Sequence[Op]) -> str:
         """The start of the op expected after ``ops`` (a copy up to its end index)."""
@@ -373,7 +403,8 @@ class DraftBudget:
     #: lookup continuations less so.
     PRIOR: dict[str, tuple[float, float, float, float]] = {
         "tag": (10.0, 9.0, 9.0, 1.0), "lookup_long": (2.0, 1.2, 3.0, 1.0),
-        "lookup_mid": (2.0, 1.1, 2.5, 1.0), "lookup_short": (2.0, 1.0, 2.0, 1.0)}
+        "lookup_mid": (2.0, 1.1, 2.5, 1.0), "lookup_short": (2.0, 1.0, 2.0, 1.0),
+        "plan": (10.0, 9.0, 18.0, 1.0)}
 
     #: Timed forwards of each sort (one-token; wider) before :attr:`scale` moves off 1.
     MIN_OBSERVED = 3

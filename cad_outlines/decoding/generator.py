@@ -30,7 +30,7 @@ from typing import Any, Callable, Generator, Iterable, Iterator, Literal, Sequen
 import torch
 from outlines.generator import SteerableGenerator
 
-from ..language import program
+from ..language import program, snippets
 from ..adapters import Adapter, get_adapter
 from .compiling import CompiledGrammar, compile_grammar, tokenizer_setup_seconds
 from .constraint import LoopConstraint, ProgramConstraint, Unconstrained
@@ -54,6 +54,9 @@ from .results import (CaDResult, CaDStats, ContextLengthError, ForcedProgramErro
 #: The longest draft appended to one forward (``<program><copy lines="1-1234`` is 13
 #: Qwen tokens).
 MAX_DRAFT_TOKENS = 16
+#: The longest draft of a predicted program (:meth:`CaDGenerator.run`'s ``prediction``):
+#: its gens are drafted whole when they fit.
+MAX_PLAN_DRAFT_TOKENS = 64
 
 
 #: Options every call accepts (``editor(prompt, temperature=0.7)``); the constructor's
@@ -257,10 +260,22 @@ class CaDGenerator(SteerableGenerator):
         ``update`` holds the changed region with some unchanged lines around it, other
         unchanged regions elided by marker lines in the file's comment syntax
         (``// ... existing code ...``); ``instruction`` optionally says more. The snippet
-        becomes the instruction (:func:`~.prompts.update_prompt`), so the call is
-        ``self(update_prompt(update, instruction), **options)`` and raises as it does.
+        becomes the instruction (:func:`~.prompts.update_prompt`), and the snippet's
+        literal merge (:func:`~cad_outlines.language.snippets.merge`) is the run's
+        ``prediction``: its program is drafted, the model keeps or leaves it. Raises as
+        ``self(prompt)`` does.
         """
-        return self(update_prompt(update, instruction), **options)
+        result = self.run(update_prompt(update, instruction), prediction=self.predicted(update), **options)
+        if result.document is None:
+            raise IncompleteProgramError(result)
+        return result.document
+
+    def predicted(self, update: str) -> str | None:
+        """The literal merge of the snippet ``update`` into the document (``None`` where
+        it cannot be placed): the ``prediction`` :meth:`apply` drafts from."""
+        if self.granularity != "lines" or not isinstance(update, str):
+            return None
+        return snippets.merge(self.document, update)
 
     def batch(self, prompts: Sequence[Prompt], **options: Any) -> list[str]:  # type: ignore[override]
         """Edit the document once per prompt (sequentially), with the same ``options``.
@@ -283,7 +298,8 @@ class CaDGenerator(SteerableGenerator):
         return done
 
     def run(self, prompt: Prompt, *, force_program: str | Sequence[Op] | None = None,
-            progress: ProgressCallback | None = None, **options: Any) -> CaDResult:
+            progress: ProgressCallback | None = None, prediction: str | None = None,
+            **options: Any) -> CaDResult:
         """Run the decode loop and return the full :class:`CaDResult`.
 
         Parameters
@@ -298,10 +314,16 @@ class CaDGenerator(SteerableGenerator):
             Called with the live :class:`CaDStats` before the prompt prefill
             (``forward_passes == 0``) and after each step of the loop; for progress
             displays. It must not modify the stats.
+        prediction
+            The edited document the caller expects (the literal merge of an update
+            snippet, a client's predicted output): while the program follows the one that
+            writes it, that program is drafted and verified by the model's own choices, so
+            a right prediction saves forwards; the output is the model's, as without it.
         **options
             Any of :data:`CALL_OPTIONS`, for this call only.
         """
-        return _drain(self._decode(prompt, force_program, self._call_options(options), progress=progress))
+        return _drain(self._decode(prompt, force_program, self._call_options(options), progress=progress,
+                                   prediction=prediction))
 
     def regenerate(self, prompt: Prompt, *, target: str | None = None,
                    progress: ProgressCallback | None = None,
@@ -330,7 +352,8 @@ class CaDGenerator(SteerableGenerator):
                                    progress=progress, plain_prompt=layout == "plain"))
 
     def stream(self, prompt: Prompt, *, force_program: str | Sequence[Op] | None = None,  # type: ignore[override]
-               progress: ProgressCallback | None = None, **options: Any) -> Generator[str, None, CaDResult]:
+               progress: ProgressCallback | None = None, prediction: str | None = None,
+               **options: Any) -> Generator[str, None, CaDResult]:
         """Yield the edited document as it grows.
 
         Gen text arrives token by token (what no later token can change; see
@@ -338,9 +361,10 @@ class CaDGenerator(SteerableGenerator):
         concatenate to ``self(prompt, **options)``. Raises
         :class:`IncompleteProgramError` at the end if the budget ran out. ``progress`` is
         called as in :meth:`run` (an exception it raises stops the decode at that step),
-        and the generator's return value (``StopIteration.value``) is the :class:`CaDResult`.
+        and the generator's return value (``StopIteration.value``) is the :class:`CaDResult`;
+        ``prediction`` as in :meth:`run`.
         """
-        return self._stream_text(prompt, force_program, self._call_options(options), progress)
+        return self._stream_text(prompt, force_program, self._call_options(options), progress, prediction)
 
     def stream_ops(self, prompt: Prompt, *, force_program: str | Sequence[Op] | None = None,
                    **options: Any) -> Iterator[Op]:
@@ -363,7 +387,7 @@ class CaDGenerator(SteerableGenerator):
 
     def _stream_text(self, prompt: Prompt, force_program: str | Sequence[Op] | None,
                      options: tuple[int, SamplingOptions], progress: ProgressCallback | None = None,
-                     ) -> Generator[str, None, CaDResult]:
+                     prediction: str | None = None) -> Generator[str, None, CaDResult]:
         if self.granularity == "lines":
             writer = DocumentStream(lines=self.view.lines)
         else:
@@ -373,7 +397,8 @@ class CaDGenerator(SteerableGenerator):
             chunk = writer.feed(ops, constraint.pending)
             return [chunk] if chunk else []
 
-        result = yield from _each(self._decode(prompt, force_program, options, progress=progress), chunks)
+        result = yield from _each(self._decode(prompt, force_program, options, progress=progress,
+                                               prediction=prediction), chunks)
         if result.document is None:
             raise IncompleteProgramError(result)
         tail = writer.close()
@@ -400,6 +425,7 @@ class CaDGenerator(SteerableGenerator):
     def _decode(self, prompt: Prompt, force_program: str | Sequence[Op] | None,
                 options: tuple[int, SamplingOptions], *, constrained: bool = True,
                 progress: ProgressCallback | None = None, plain_prompt: bool = False,
+                prediction: str | None = None,
                 ) -> Generator[tuple[list[Op], LoopConstraint], None, CaDResult]:
         """THE loop. Yields, after every advance of the constraint, the ops it completed
         and the constraint (whose ``pending`` text is the op being written); returns the
@@ -433,7 +459,8 @@ class CaDGenerator(SteerableGenerator):
             budget = DraftBudget(self.forward_cost)  # its curve is calibrated by the run's forwards
             draft = PendingDraft(ObservedRunner(self.runner, budget.observe, forward_clock(self.runner))
                                  if budget.calibrates else self.runner, cache, budget)
-        proposal, kind = self._propose(constraint, stats, len(prompt_ids), draft) if draft is not None else ([], "tag")
+        drafter = self._drafter(prediction) if draft is not None else None
+        proposal, kind = self._propose(constraint, stats, len(prompt_ids), draft, drafter) if draft is not None else ([], "tag")
         if progress is not None:
             progress(stats)
         clock = time.perf_counter()
@@ -512,7 +539,7 @@ class CaDGenerator(SteerableGenerator):
                     stats.forwards_saved += 1
                     continue
             # step or splice: ONE forward over everything appended (+ a new draft)
-            proposal, kind = self._propose(constraint, stats, len(context), draft) if draft is not None else ([], "tag")
+            proposal, kind = self._propose(constraint, stats, len(context), draft, drafter) if draft is not None else ([], "tag")
             if limit is not None:
                 # Past max_position_embeddings the model's positions are untrained: stop,
                 # flagged incomplete, rather than return a program decoded from garbage.
@@ -565,15 +592,26 @@ class CaDGenerator(SteerableGenerator):
             return Drafter(self.view.lines, "lines", lookup=self.draft_lookup)
         return Drafter([self.adapter.decode([t]) for t in self.view.doc_ids], "tokens", lookup=self.draft_lookup)
 
+    def _drafter(self, prediction: str | None) -> Drafter:
+        """The run's drafter: the document's, or one that follows the program writing
+        ``prediction`` (its oracle program; line programs only)."""
+        if prediction is None or self.granularity != "lines":
+            return self.drafter
+        from ..language.oracle import oracle_program
+
+        return Drafter(self.view.lines, "lines", lookup=self.draft_lookup,
+                       plan=oracle_program(self.document, prediction))
+
     def _propose(self, constraint: ProgramConstraint, stats: CaDStats, width: int,
-                 draft: PendingDraft) -> tuple[list[int], DraftKind]:
-        """Ids of the drafter's guess of what follows, cut where the grammar rejects it
+                 draft: PendingDraft, drafter: Drafter) -> tuple[list[int], DraftKind]:
+        """Ids of ``drafter``'s guess of what follows, cut where the grammar rejects it
         and where the rest would not pay for the width it adds to a forward of ``width``;
         and the kind of guess it was."""
         clock = time.perf_counter()
-        text = self.drafter.predict(constraint.pending, constraint.ops)
-        kind = self.drafter.kind
-        ids = self.adapter.encode(text)[:MAX_DRAFT_TOKENS] if text else []
+        text = drafter.predict(constraint.pending, constraint.ops)
+        kind = drafter.kind
+        cap = MAX_PLAN_DRAFT_TOKENS if kind == "plan" else MAX_DRAFT_TOKENS
+        ids = self.adapter.encode(text)[:cap] if text else []
         ids = ids[:constraint.validate(ids)]
         ids = ids[:draft.budget.length(kind, len(ids), width)]
         stats.draft_tokens += len(ids)

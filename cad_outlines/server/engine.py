@@ -171,7 +171,8 @@ class Engine:
         request = job.request
         assert request.document is not None
         gen = self.generator(request.document)
-        steps = gen.stream(request.prompt, progress=job.check,
+        prediction = gen.predicted(request.update) if request.update is not None else None
+        steps = gen.stream(request.prompt, progress=job.check, prediction=prediction,
                            max_new_tokens=request.max_tokens or self.max_tokens, **request.sampling())
         chunks: list[str] = []
         try:

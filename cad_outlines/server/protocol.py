@@ -61,6 +61,7 @@ class ChatRequest:
     prompt: list[dict[str, str]]
     document: str | None = None
     form: str = "chat"  # "prediction", "apply" or "chat": where the document came from
+    update: str | None = None  # the apply form's snippet (its literal merge drafts the program)
     max_tokens: int | None = None
     temperature: float = 0.0
     top_p: float = 1.0
@@ -231,7 +232,7 @@ def parse_chat_request(data: dict[str, Any]) -> ChatRequest:
             instruction = update_prompt(parts["update"], parts.get("instruction"))
         except PromptError as err:
             raise bad(f"the last message's <update>: {err}", "messages") from None
-        request.kind, request.form = "edit", "apply"
+        request.kind, request.form, request.update = "edit", "apply", parts["update"]
         request.document = parts.get("code", document)
         request.prompt = [*messages[:-1], {"role": "user", "content": instruction}]
     elif document is not None:

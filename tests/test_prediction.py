@@ -1,0 +1,59 @@
+"""``prediction``: the program writing an expected document is drafted and verified by the
+model's own choices; it saves forwards when right and changes no output either way."""
+
+from __future__ import annotations
+
+import pytest
+
+from cad_outlines.bench.quality import load_eval_cases
+from cad_outlines.decoding.drafting import Drafter
+from cad_outlines.decoding.generator import CaDGenerator
+from cad_outlines.language.oracle import oracle_program
+from cad_outlines.language.program import Copy, Gen
+
+
+def test_the_drafter_follows_the_plan_up_to_each_splice():
+    lines = [f"line {i}" for i in range(1, 11)]
+    plan = [Copy(1, 3), Gen("\nNEW\n"), Copy(5, 10)]
+    d = Drafter(lines, "lines", plan=plan)
+    assert d.predict("<pro", []) == 'gram><copy lines="1-3' and d.kind == "plan"
+    # after the first copy: the gen and the next copy up to its end index, in one draft
+    assert d.predict("", [Copy(1, 3)]) == '<gen>\nNEW\n</gen><copy lines="5-10'
+    assert d.predict("", plan) == "</program>"
+    # the program left the plan: the ordinary drafts take over
+    assert d.predict("", [Copy(1, 4)]) != "" and d.kind == "tag"
+
+
+@pytest.mark.parametrize("subset", ["whole_151_400", "commit_snippets"])
+def test_a_right_prediction_saves_forwards_and_changes_nothing(tiny_model, subset):
+    model = tiny_model("tiny-qwen")
+    cases = [c for c in load_eval_cases("v2") if c.meta["subset"] == subset][:3]
+    ops_total = plain_total = predicted_total = 0
+    for case in cases:
+        ops = oracle_program(case.doc, case.gold)
+        gen = CaDGenerator(model, case.doc)
+        plain = gen.run(case.meta["instruction"], force_program=ops)
+        predicted = gen.run(case.meta["instruction"], force_program=ops, prediction=case.gold)
+        wrong = gen.run(case.meta["instruction"], force_program=ops, prediction=case.doc)
+        assert plain.program == predicted.program == wrong.program and predicted.document == case.gold
+        ops_total += len(ops)
+        plain_total += plain.stats.forward_passes
+        predicted_total += predicted.stats.forward_passes
+    assert predicted_total < plain_total and predicted_total <= 1.25 * ops_total + len(cases)
+
+
+def test_greedy_choices_are_the_models_own_with_or_without_a_prediction(tiny_model):
+    model = tiny_model("tiny-qwen")
+    case = next(c for c in load_eval_cases("v2") if c.meta["subset"] == "whole_le50")
+    gen = CaDGenerator(model, case.doc, max_new_tokens=48)
+    runs = [gen.run(case.meta["instruction"], prediction=p) for p in (None, case.gold, case.doc)]
+    assert runs[0].program == runs[1].program == runs[2].program
+    assert runs[0].stats.decoded_tokens == runs[1].stats.decoded_tokens
+
+
+def test_apply_predicts_the_literal_merge(tiny_model):
+    doc = "".join(f"x{i} = {i}\n" for i in range(1, 30))
+    update = "# ... existing code ...\nx9 = 9\nx10 = 100\nx11 = 11\n# ... existing code ...\n"
+    gen = CaDGenerator(tiny_model("tiny-qwen"), doc)
+    assert gen.predicted(update) == doc.replace("x10 = 10\n", "x10 = 100\n")
+    assert gen.predicted("# ... existing code ...\nnot in the file\n# ... existing code ...\n") is None
