@@ -10,11 +10,7 @@ import argparse
 import math
 import sys
 
-from cad_outlines.errors import InputError
-
-
-class UsageError(InputError):
-    """A problem with the command's input that the user can fix."""
+from cad_outlines.errors import UsageError  # noqa: F401 (re-exported: its old home)
 
 
 def positive(value: str) -> int:

@@ -6,7 +6,7 @@ not finish or produced an unusable edit (:class:`~cad_outlines.errors.ModelOutpu
 2 a usage or input error (:class:`UsageError`, the project's
 :class:`~cad_outlines.errors.InputError`, an ``OSError`` on a named file), printed as one
 line on stderr; 70 (``EX_SOFTWARE``) anything else, which is a bug: its traceback is
-printed.
+printed. Each project error names its status (``exit_status``, :mod:`cad_outlines.errors`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,8 @@ from typing import Any, Callable, Sequence
 from cad_outlines import cli_train
 from cad_outlines.arguments import HelpFormatter, UsageError, add_ceiling_arguments, add_verbosity, load_cases, positive
 from cad_outlines.arguments import seed as _seed, status as _status, temperature as _temperature, top_p as _top_p
-from cad_outlines.errors import CaDError, ModelOutputError
+from cad_outlines.errors import EXIT_INTERNAL, EXIT_MODEL, EXIT_OK, EXIT_USAGE, CaDError
 from cad_outlines.language.syntax import COPY_CLOSE, COPY_OPEN, GEN_OPEN, TAG_START
-
-EXIT_OK, EXIT_MODEL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
 
 
 def _add_commands(sub: argparse._SubParsersAction) -> None:
@@ -527,10 +525,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_outputs(args)
         with signals_raise():  # SIGTERM runs the clean-ups (temp files) and exits
             return int(args.func(args) or 0)
-    except ModelOutputError as err:
-        print(f"{name}: {err}", file=sys.stderr)
-        return EXIT_MODEL
-    except (CaDError, OSError) as err:  # input the user can fix, or a file they named
+    except CaDError as err:  # each error class carries its exit status
+        if err.exit_status == EXIT_INTERNAL:
+            return _internal_error(name)
+        print(f"{name}: {err}" if err.exit_status == EXIT_MODEL else f"{name}: error: {err}", file=sys.stderr)
+        return err.exit_status
+    except OSError as err:  # a file the user named
         print(f"{name}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -544,10 +544,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{name}: interrupted{written}", file=sys.stderr)
         return 130
     except Exception:  # a bug: show where, with a status no other case uses
-        traceback.print_exc()
-        print(f"{name}: internal error (exit status {EXIT_INTERNAL}); please report it with the "
-              "traceback above", file=sys.stderr)
-        return EXIT_INTERNAL
+        return _internal_error(name)
+
+
+def _internal_error(name: str) -> int:
+    """Print the traceback of the exception being handled, as a bug to report."""
+    traceback.print_exc()
+    print(f"{name}: internal error (exit status {EXIT_INTERNAL}); please report it with the "
+          "traceback above", file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -62,17 +62,13 @@ from ..decoding.results import CaDResult, CaDStats, ForcedProgramError, Incomple
 from ..language.grammar import Granularity
 from ..language.program import Copy, CopyTokens, Op
 from ._vllm_processor import EXTRA_KEY, CaDLogitsProcessor
-from ..errors import CaDError
+from ..errors import EngineSetupError
 
 __all__ = ["CaDLogitsProcessor", "EngineSetupError", "VLLMEditor", "VLLMStats", "aedit_many",
            "edit_many", "load"]
 
 #: What ends one request: a copy tag's close (a splice follows) or the program's end.
 STOP_STRINGS = [syntax.COPY_CLOSE, syntax.PROGRAM_CLOSE]
-
-
-class EngineSetupError(CaDError, RuntimeError):
-    """The vLLM engine cannot run CaD edits as configured (the message says what to change)."""
 
 
 def load(model: str, *, async_engine: bool = False, **engine_kwargs: Any) -> "LLM | AsyncLLM":

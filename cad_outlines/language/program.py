@@ -17,7 +17,7 @@ from typing import Sequence, Union
 import lark
 
 from . import escape
-from ..errors import InputError
+from ..errors import ProgramParseError
 from .grammar import Granularity, load_grammar
 from .syntax import (COPY_START, COPY_TAG_RE, GEN_CLOSE, GEN_OPEN, PROGRAM_CLOSE, PROGRAM_OPEN,
                      copy_tag)
@@ -47,24 +47,6 @@ class Gen:
 
 
 Op = Union[Copy, CopyTokens, Gen]
-
-
-class ProgramParseError(InputError):
-    """Program text that does not parse.
-
-    Attributes
-    ----------
-    offset
-        Character offset of the error in the program text.
-    expected
-        Sorted names of what the grammar would have accepted there.
-    """
-
-    def __init__(self, message: str, offset: int, expected: Sequence[str] = ()):
-        self.offset = offset
-        self.expected = sorted(expected)
-        detail = f" (expected one of: {', '.join(self.expected)})" if self.expected else ""
-        super().__init__(f"{message} at offset {offset}{detail}")
 
 
 @lru_cache(maxsize=None)
