@@ -146,25 +146,18 @@ def _run_apply(args: argparse.Namespace) -> int:
 
     from cad_outlines.tools.ceiling import load_tokenization
     from cad_outlines.files import atomic_write, read_text
-    from cad_outlines.language.program import ProgramParseError, parse
+    from cad_outlines.language.program import read_program
     from cad_outlines.language.resolver import resolve
 
     if args.from_reply:
         return _run_apply_reply(args)
     if not args.program:
         raise UsageError("give PROGRAM or --from-reply REPLY.txt")
-    text = _read_input(args.program)
-    # Gen bodies are escaped, so the copy opener can only be an op.
-    granularity = "tokens" if COPY_OPEN["tokens"] in text else "lines"
-    try:
-        ops = parse(text.rstrip(), granularity)  # the trailing newline of a saved program
-    except ProgramParseError as err:
-        line = text.count("\n", 0, err.offset) + 1
-        column = err.offset - (text.rfind("\n", 0, err.offset) + 1) + 1
-        raise UsageError(f"{args.program}: line {line}, column {column}: {err}") from None
+    program = read_program(_read_input(args.program), args.program)
+    ops = program.ops
     doc = read_text(args.doc)
     pieces = None
-    if granularity == "tokens":
+    if program.granularity == "tokens":
         if not args.tokenizer:
             raise UsageError(f"{args.program} copies tokens: pass --tokenizer DIR")
         pieces = load_tokenization(args.tokenizer).token_pieces(doc)
@@ -383,9 +376,8 @@ def _run_edit(args: argparse.Namespace) -> int:
     if not instruction:
         raise UsageError("the instruction is empty")
     documents = {name: read_text(name) for name in args.files}  # every file readable first
-    forced = read_text(args.force_program) if args.force_program else None
-    if forced is not None:
-        edit.check_forced(args.force_program, forced, documents, args.granularity)
+    forced = (edit.check_forced(args.force_program, read_text(args.force_program), documents, args.granularity)
+              if args.force_program else None)
     options = edit.EditOptions(
         granularity=args.granularity, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
         top_p=args.top_p, seed=args.seed, allow_deletion=args.allow_deletion,

@@ -90,21 +90,21 @@ def judge(name: str, document: str, result: Any, options: EditOptions) -> EditOu
     return EditOutcome(name, document, result, None, summary)
 
 
-def check_forced(path: str, text: str, documents: dict[str, str], granularity: str) -> None:
-    """A forced program parses and (line programs) fits every document, before the model loads."""
-    from ..language.program import ProgramParseError, parse
+def check_forced(path: str, text: str, documents: dict[str, str], granularity: str) -> str:
+    """The program to force: read as ``apply`` reads one (:func:`read_program`), checked to
+    fit every document (line programs) before the model loads."""
+    from ..language.program import read_program
     from ..language.resolver import ResolveError, resolve
 
-    try:
-        ops = parse(text, granularity)
-    except ProgramParseError as err:
-        raise InputError(f"--force-program {path}: {err}") from None
+    program = read_program(text, f"--force-program {path}", granularity)  # type: ignore[arg-type]
+    ops = program.ops
     if granularity == "lines":  # token programs need the model's tokenizer: checked by the loop
         for name, document in documents.items():
             try:
                 resolve(ops, document, "strict")
             except ResolveError as err:
                 raise InputError(f"--force-program {path} on {name}: {err}") from None
+    return program.text
 
 
 def load_forward_cost(path: str) -> Any:
