@@ -41,7 +41,7 @@ from ..errors import (ConstraintError, OptionError, OptionTypeError, PromptError
                       UnsupportedModelError)
 from .alpha import AlphaTrace
 from .constraint import Constraint, bitmask_to_mask
-from .runner import Runner, TransformersRunner
+from .runner import BatchRunner, TransformersRunner
 from .sampler import Sampler, SamplingOptions
 from .selection import Candidate, DCCDResult, Selector, check_selector, select
 
@@ -150,7 +150,7 @@ class _Row:
     ended: bool = False  # emitted end-of-sequence
 
 
-def _decode(runner: Runner, rows: list[_Row], *, pad_id: int, stop_ids: frozenset[int],
+def _decode(runner: BatchRunner, rows: list[_Row], *, pad_id: int, stop_ids: frozenset[int],
             max_new_tokens: int, temperature: float, generator: torch.Generator) -> None:
     """Decode every row to completion in one batch (left-padded, one shared KV cache).
 
@@ -250,7 +250,7 @@ class DraftConditionedGenerator(SteerableGenerator):
         Sampling temperature of the drafts.
     runner, draft_runner
         The model side of the projections and of the drafts
-        (:class:`~cad_outlines.decoding.runner.Runner`; default: a ``TransformersRunner`` over
+        (:class:`~cad_outlines.decoding.runner.BatchRunner`; default: a ``TransformersRunner`` over
         each model). A benchmark passes ``ObservedRunner`` s to count and clock forwards.
 
     Examples
@@ -274,8 +274,8 @@ class DraftConditionedGenerator(SteerableGenerator):
         draft_max_tokens: int = 256,
         temperature: float = 0.0,
         draft_temperature: float = 1.0,
-        runner: Runner | None = None,
-        draft_runner: Runner | None = None,
+        runner: BatchRunner | None = None,
+        draft_runner: BatchRunner | None = None,
     ):
         from outlines.models.transformers import Transformers
 
@@ -300,8 +300,8 @@ class DraftConditionedGenerator(SteerableGenerator):
         self.selector = selector
         # The model side of the projections and of the drafts (a benchmark passes
         # ObservedRunners to count and clock them, as it does for the CaD loop).
-        self.runner: Runner = runner if runner is not None else TransformersRunner(model.model)
-        self.draft_runner: Runner = (draft_runner if draft_runner is not None else
+        self.runner: BatchRunner = runner if runner is not None else TransformersRunner(model.model)
+        self.draft_runner: BatchRunner = (draft_runner if draft_runner is not None else
                                      self.runner if self.drafter is model else TransformersRunner(self.drafter.model))
         self.max_new_tokens = max_new_tokens
         self.draft_max_tokens = draft_max_tokens
