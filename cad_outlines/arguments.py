@@ -37,7 +37,7 @@ def add_ceiling_arguments(p: argparse.ArgumentParser) -> None:
 
 def load_cases(path: str) -> list:
     """The cases of a corpus file; an empty corpus is a usage error, not a 0-case report."""
-    from cad_outlines.tools.corpus import load_corpus
+    from cad_outlines.training.corpus import load_corpus
 
     cases = load_corpus(path)
     if not cases:

@@ -102,7 +102,7 @@ def _add_oracle(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_oracle(args: argparse.Namespace) -> int:
-    from cad_outlines.tools.ceiling import load_tokenization, oracle_for
+    from cad_outlines.training.ceiling import load_tokenization, oracle_for
     from cad_outlines.files import read_text
     from cad_outlines.language.program import render
 
@@ -144,7 +144,7 @@ def _add_apply(sub: argparse._SubParsersAction) -> None:
 def _run_apply(args: argparse.Namespace) -> int:
     import warnings
 
-    from cad_outlines.tools.ceiling import load_tokenization
+    from cad_outlines.training.ceiling import load_tokenization
     from cad_outlines.files import atomic_write, read_text
     from cad_outlines.language.program import read_program
     from cad_outlines.language.resolver import resolve
@@ -224,7 +224,7 @@ def _add_ceiling(sub: argparse._SubParsersAction) -> None:
 def _run_ceiling(args: argparse.Namespace) -> int:
     import json
 
-    from cad_outlines.tools.ceiling import ceiling, format_table, load_tokenization
+    from cad_outlines.training.ceiling import ceiling, format_table, load_tokenization
     from cad_outlines.files import atomic_write
 
     cases = load_cases(args.corpus)
@@ -359,38 +359,26 @@ def _run_edit(args: argparse.Namespace) -> int:
 
     from cad_outlines.decoding.progress import wants_progress
     from cad_outlines.files import read_text
-    from cad_outlines.tools import edit
+    from cad_outlines.tools.edit import EditJob, EditOptions, run_edit
 
     if args.output and len(args.files) > 1:
         raise UsageError(f"-o takes one FILE, got {len(args.files)}; use --in-place for several")
-    if args.engine == "vllm" and args.preset:
-        raise UsageError("--engine vllm needs --model DIR (a model folder vLLM loads; "
-                         "cad_outlines.tools.models.save writes one from a preset)")
     if args.engine != "vllm" and (args.max_model_len or args.kv_cache_gib is not None):
         raise UsageError("--max-model-len and --kv-cache-gib are for --engine vllm")
     if args.kv_cache_gib is not None and not args.kv_cache_gib > 0:
         raise UsageError(f"--kv-cache-gib must be > 0, got {args.kv_cache_gib}")
-    if args.engine == "vllm" and args.forward_cost:
-        raise UsageError("--forward-cost is for --engine transformers (vLLM drafts nothing)")
     instruction = (sys.stdin.read() if args.instruction == "-" else args.instruction).strip()
     if not instruction:
         raise UsageError("the instruction is empty")
     documents = {name: read_text(name) for name in args.files}  # every file readable first
-    forced = (edit.check_forced(args.force_program, read_text(args.force_program), documents, args.granularity)
-              if args.force_program else None)
-    options = edit.EditOptions(
-        granularity=args.granularity, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-        top_p=args.top_p, seed=args.seed, allow_deletion=args.allow_deletion,
-        forward_cost=edit.load_forward_cost(args.forward_cost) if args.forward_cost else None)
-    show = wants_progress(args.quiet)
-    if args.engine == "vllm":
-        outcomes: Any = edit.edit_with_vllm(args.model, documents, instruction, options, forced=forced,
-                                            engine_args=_vllm_engine_args(args), progress=show,
-                                            status=lambda m: _status(args, m))
-    else:
-        model = _load_edit_model(args)
-        outcomes = edit.edit_with_transformers(model, documents, instruction, options, forced=forced,
-                                               progress=show)
+    options = EditOptions(granularity=args.granularity, max_new_tokens=args.max_new_tokens,
+                          temperature=args.temperature, top_p=args.top_p, seed=args.seed,
+                          allow_deletion=args.allow_deletion)
+    job = EditJob(documents, instruction, options, engine=args.engine, model=args.model, preset=args.preset,
+                  device=args.device, dtype=args.dtype, force_program=args.force_program,
+                  forward_cost_file=args.forward_cost,
+                  engine_args=_vllm_engine_args(args) if args.engine == "vllm" else {})
+    outcomes = run_edit(job, progress=wants_progress(args.quiet), status=lambda m: _status(args, m))
     records, status = [], EXIT_OK
     for outcome in outcomes:
         status = max(status, _emit_edit(args, outcome))
@@ -398,13 +386,6 @@ def _run_edit(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(records, indent=2, ensure_ascii=False))
     return status
-
-
-def _load_edit_model(args: argparse.Namespace) -> Any:
-    from cad_outlines.tools.edit import load_model
-
-    return load_model(preset=args.preset, model=args.model, device=args.device, dtype=args.dtype,
-                      status=lambda m: _status(args, m))
 
 
 def _vllm_engine_args(args: argparse.Namespace) -> dict[str, Any]:

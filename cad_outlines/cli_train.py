@@ -52,8 +52,8 @@ def _add_sft(sub: argparse._SubParsersAction) -> None:
 
 def _run_sft_build(args: argparse.Namespace) -> int:
     from cad_outlines.adapters import load_tokenizer
-    from cad_outlines.tools.corpus import load_corpus
-    from cad_outlines.tools.sft import RowBuilder, build_rows, model_context, write_rows
+    from cad_outlines.training.corpus import load_corpus
+    from cad_outlines.training.sft import RowBuilder, build_rows, model_context, write_rows
 
     if args.cost_aware and args.granularity != "lines":
         raise UsageError("--cost-aware is for --granularity lines only")
@@ -83,7 +83,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train", help="LoRA-fine-tune SmolLM2-135M on explicit edits over real files (resumable)",
         description="Build the training mix (explicit edits on windows of the corpora's train-split "
-                    "files, plus real commits; tools/edits.py) and LoRA-fine-tune a real-weight "
+                    "files, plus real commits; training/edits.py) and LoRA-fine-tune a real-weight "
                     "preset on it, in the CaD layout (sft rows: prompt + program with spliced "
                     "copies) or the regeneration layout (plain prompt + edited file). Checkpoints "
                     "every --checkpoint-every steps; run the same command again to resume. "
@@ -111,7 +111,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 def _run_train(args: argparse.Namespace) -> int:
     from cad_outlines.tools.presets import REAL_PRESETS
-    from cad_outlines.tools.train import TrainConfig, train_from_corpora
+    from cad_outlines.training.train import TrainConfig, train_from_corpora
 
     if args.base not in REAL_PRESETS:
         raise UsageError(f"--base must be a real-weight preset ({', '.join(REAL_PRESETS)}), got {args.base!r}")

@@ -31,7 +31,7 @@ def test_every_public_error_class_is_a_cad_error():
     from cad_outlines.decoding.generator import ContextLengthError, UnsupportedModelError
     from cad_outlines.decoding.prompts import PromptError
     from cad_outlines.decoding.sampler import OptionError
-    from cad_outlines.tools.sft import SFTError
+    from cad_outlines.training.sft import SFTError
     from cad_outlines.tools.text import ReplyError
 
     assert all(issubclass(c, ValueError) for c in (ContextLengthError, PromptError, OptionError, SFTError, ReplyError))

@@ -128,7 +128,7 @@ def test_edit_with_the_real_preset_from_the_command_line(real_model, tmp_path):
 
 @pytest.mark.slow
 def test_training_checkpoints_and_resumes(real_model, tmp_path):
-    from cad_outlines.tools.train import TrainConfig, train
+    from cad_outlines.training.train import TrainConfig, train
     from cad_outlines.tools.weights import load_real
 
     real_model("smollm2-135m-base")

@@ -2,7 +2,7 @@
 splices and how a finished program resolves.
 
 The decode loop (:mod:`.generator`), the vLLM driver (:mod:`cad_outlines.engines.vllm`) and
-the SFT row builder (:mod:`cad_outlines.tools.sft`) all read these facts from here, so
+the SFT row builder (:mod:`cad_outlines.training.sft`) all read these facts from here, so
 they cannot drift on what a copy splices.
 """
 

@@ -62,7 +62,7 @@ from ..decoding.results import CaDResult, CaDStats, ForcedProgramError, Incomple
 from ..language.grammar import Granularity
 from ..language.program import Copy, CopyTokens, Op
 from ._vllm_processor import EXTRA_KEY, CaDLogitsProcessor
-from ..errors import EngineSetupError
+from ..errors import EngineSetupError, ResolveError
 
 __all__ = ["CaDLogitsProcessor", "EngineSetupError", "VLLMEditor", "VLLMStats", "aedit_many",
            "edit_many", "load"]
@@ -248,7 +248,7 @@ class VLLMEditor:
 
     def run_many(self, edits: Sequence[tuple[str, str]], *,
                  force_programs: Sequence[str | Sequence[Op] | None] | None = None,
-                 progress: bool = True) -> list[CaDResult]:
+                 progress: bool = True, return_exceptions: bool = False) -> list[Any]:
         """Run all ``(document, instruction)`` edits concurrently on the engine.
 
         Parameters
@@ -262,15 +262,30 @@ class VLLMEditor:
             :class:`~cad_outlines.decoding.generator.ForcedProgramError`.
         progress
             Show a progress bar of finished edits.
+        return_exceptions
+            As for :func:`asyncio.gather`: a complete program whose copies do not resolve
+            (:class:`~cad_outlines.errors.ResolveError`) takes its edit's place in the list
+            instead of being raised, so the other edits keep their results.
 
         Returns
         -------
         list[CaDResult]
             In the order of ``edits``; an incomplete program has ``document`` None.
         """
+        return self._drive(self._sessions(edits, force_programs), progress, return_exceptions)
+
+    async def arun_many(self, edits: Sequence[tuple[str, str]], *,
+                        force_programs: Sequence[str | Sequence[Op] | None] | None = None,
+                        progress: bool = True, return_exceptions: bool = False) -> list[Any]:
+        """:meth:`run_many` on an ``AsyncLLM``, as a coroutine (inside a running event loop)."""
+        if not isinstance(self.engine, AsyncLLM):
+            raise EngineSetupError("arun_many needs an AsyncLLM engine; use run_many with an LLM")
+        return await self._adrive_all(self._sessions(edits, force_programs), progress, return_exceptions)
+
+    def _sessions(self, edits: Sequence[tuple[str, str]],
+                  force_programs: Sequence[str | Sequence[Op] | None] | None) -> list["_Session"]:
         forced = _per_edit(force_programs, edits, "forced programs")
-        return self._drive([_Session(self, doc, instruction, force)
-                            for (doc, instruction), force in zip(edits, forced)], progress)
+        return [_Session(self, doc, instruction, force) for (doc, instruction), force in zip(edits, forced)]
 
     def regenerate_many(self, edits: Sequence[tuple[str, str]], *,
                         targets: Sequence[str | None] | None = None,
@@ -297,11 +312,12 @@ class VLLMEditor:
 
     # -- transports -------------------------------------------------------------------
 
-    def _drive(self, sessions: list["_Session | _RegenSession"], progress: bool) -> list[CaDResult]:
+    def _drive(self, sessions: list["_Session | _RegenSession"], progress: bool,
+               return_exceptions: bool = False) -> list[Any]:
         if isinstance(self.engine, AsyncLLM):
-            return _run_coroutine(self._adrive_all(sessions, progress))
+            return _run_coroutine(self._adrive_all(sessions, progress, return_exceptions))
         self._step_loop(sessions, progress)
-        return [session.result() for session in sessions]
+        return [_result(session, return_exceptions) for session in sessions]
 
     def _step_loop(self, sessions: list["_Session | _RegenSession"], progress: bool) -> None:
         """Drive an offline ``LLM``: each session's next request enters as its last ends."""
@@ -349,6 +365,10 @@ class VLLMEditor:
 
     async def _adrive(self, session: "_Session | _RegenSession") -> CaDResult:
         """Drive one session on an ``AsyncLLM``: its requests one after another."""
+        await self._adrive_requests(session)
+        return session.result()
+
+    async def _adrive_requests(self, session: "_Session | _RegenSession") -> None:
         while (request := session.next_request()) is not None:
             prompt, params = request
             start = time.perf_counter()
@@ -361,16 +381,15 @@ class VLLMEditor:
                 final = output
             session.stats.decode_seconds += time.perf_counter() - (first or start)
             session.feed(final)
-        return session.result()
 
     async def _adrive_all(self, sessions: list["_Session | _RegenSession"],
-                          progress: bool) -> list[CaDResult]:
+                          progress: bool, return_exceptions: bool = False) -> list[Any]:
         bar = _progress(len(sessions), progress)
 
-        async def one(session: _Session | _RegenSession) -> CaDResult:
-            result = await self._adrive(session)
+        async def one(session: _Session | _RegenSession) -> Any:
+            await self._adrive_requests(session)
             bar.update(1)
-            return result
+            return _result(session, return_exceptions)
 
         try:
             return list(await asyncio.gather(*(one(session) for session in sessions)))
@@ -542,24 +561,34 @@ class _RegenSession:
 
 def edit_many(editor: VLLMEditor, edits: Sequence[tuple[str, str]], *,
               force_programs: Sequence[str | Sequence[Op] | None] | None = None,
-              progress: bool = True) -> list[CaDResult]:
+              progress: bool = True, return_exceptions: bool = False) -> list[Any]:
     """Run ``(document, instruction)`` edits concurrently on ``editor``'s engine.
 
     All edits share the engine's batches; each edit's continuation request is submitted
     as soon as its previous request finishes. See :meth:`VLLMEditor.run_many`.
     """
-    return editor.run_many(edits, force_programs=force_programs, progress=progress)
+    return editor.run_many(edits, force_programs=force_programs, progress=progress,
+                           return_exceptions=return_exceptions)
 
 
 async def aedit_many(editor: VLLMEditor, edits: Sequence[tuple[str, str]], *,
                      force_programs: Sequence[str | Sequence[Op] | None] | None = None,
-                     progress: bool = True) -> list[CaDResult]:
+                     progress: bool = True, return_exceptions: bool = False) -> list[Any]:
     """:func:`edit_many` as a coroutine (``AsyncLLM`` engines, inside a running event loop)."""
     if not isinstance(editor.engine, AsyncLLM):
         raise EngineSetupError("aedit_many needs an AsyncLLM engine; use edit_many with an LLM")
-    forced = _per_edit(force_programs, edits, "forced programs")
-    return await editor._adrive_all([_Session(editor, doc, instruction, force)
-                                     for (doc, instruction), force in zip(edits, forced)], progress)
+    return await editor.arun_many(edits, force_programs=force_programs, progress=progress,
+                                  return_exceptions=return_exceptions)
+
+
+def _result(session: "_Session | _RegenSession", return_exceptions: bool) -> Any:
+    """The session's result; with ``return_exceptions``, its ResolveError instead of raising it."""
+    try:
+        return session.result()
+    except ResolveError as err:
+        if not return_exceptions:
+            raise
+        return err
 
 
 def _per_edit(values: Sequence[Any] | None, edits: Sequence[Any], what: str) -> list[Any]:

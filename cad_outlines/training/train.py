@@ -2,7 +2,7 @@
 
 Two layouts of the same edits, the same base, steps, order and seed:
 
-* ``cad``: the rows of :mod:`cad_outlines.tools.sft` (the adapter's prompt, the oracle
+* ``cad``: the rows of :mod:`cad_outlines.training.sft` (the adapter's prompt, the oracle
   program with each copy's spliced span after its tag, loss on program tokens);
 * ``regen``: the plain prompt (``Adapter.plain_prompt_ids``: the file as it is) and the
   whole edited file then the end token, loss on the answer.
@@ -156,7 +156,7 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
     ``log.jsonl`` (step, loss, tokens, CPU seconds) and, at the end, ``adapter/`` and
     ``record.json`` (config, data, loss curve summary). Returns the record.
     """
-    from .models import build
+    from ..tools.models import build
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -232,7 +232,7 @@ def load_records(paths: Sequence[str | os.PathLike]) -> dict[str, list[dict]]:
 
 def train_from_corpora(paths: Sequence[str | os.PathLike], cfg: TrainConfig, cases: int,
                        out: str | os.PathLike, *, log: Any = None) -> dict[str, Any]:
-    """The shipped adapters' recipe: :func:`~cad_outlines.tools.edits.make_mix` over the
+    """The shipped adapters' recipe: :func:`~cad_outlines.training.edits.make_mix` over the
     corpora's train split (``cases`` edits, ``cfg.seed``), then :func:`train`."""
     from .edits import MixConfig, make_mix
 
