@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 from cad_outlines import cli_train
 from cad_outlines.arguments import HelpFormatter, UsageError, add_ceiling_arguments, add_verbosity, load_cases, positive
 from cad_outlines.arguments import seed as _seed, status as _status, temperature as _temperature, top_p as _top_p
+from cad_outlines.decoding.defaults import DEFAULT_MAX_NEW_TOKENS
 from cad_outlines.errors import EXIT_INTERNAL, EXIT_MODEL, EXIT_OK, EXIT_USAGE, CaDError
 from cad_outlines.language.syntax import COPY_CLOSE, COPY_OPEN, GEN_OPEN, TAG_START
 
@@ -328,7 +329,7 @@ def _add_edit(sub: argparse._SubParsersAction) -> None:
                    help="copy whole lines or document tokens")
     p.add_argument("--force-program", metavar="PROGRAM",
                    help="teacher-force this program file through the decode loop (tests, benchmarks)")
-    p.add_argument("--max-new-tokens", type=positive, default=2048, metavar="N",
+    p.add_argument("--max-new-tokens", type=positive, default=DEFAULT_MAX_NEW_TOKENS, metavar="N",
                    help="budget of program tokens (copied tokens are free)")
     p.add_argument("--temperature", type=_temperature, default=0.0, metavar="T",
                    help="0 is greedy; otherwise sample")

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
+from ..decoding.defaults import DEFAULT_MAX_NEW_TOKENS
 from ..errors import InputError
 from .diffs import line_summary
 
@@ -30,7 +31,7 @@ class EditOptions:
     """What every file of one ``edit`` run is decoded with."""
 
     granularity: str = "lines"
-    max_new_tokens: int = 2048
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int = 0
