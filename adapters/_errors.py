@@ -1,7 +1,5 @@
 """The adapters' error type (its own module so every adapter module can raise it)."""
 
-from cad_outlines.errors import InputError
+from cad_outlines.errors import AdapterError
 
-
-class AdapterError(InputError):
-    """A tokenizer no adapter can serve, or an adapter misused; the message says why."""
+__all__ = ["AdapterError"]

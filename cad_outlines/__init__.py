@@ -11,12 +11,15 @@ torch; the generators are imported lazily (on first use of the names below) so
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .errors import CaDError, InputError, ModelOutputError
+# What cad() / edit() / apply raise: every one a CaDError (cad_outlines.errors has the rest).
+from .errors import (CaDError, ContextLengthError, IncompleteProgramError, InputError, ModelOutputError,
+                     OptionError, PromptError, ResolveError, UnsupportedModelError)
 from .language.program import Copy, CopyTokens, Gen, Op, ProgramParseError, parse, render
 
-__all__ = ["CaDError", "CaDGenerator", "CaDResult", "Copy", "CopyTokens",
-           "DraftConditionedGenerator", "Gen", "InputError", "ModelOutputError", "Op",
-           "ProgramParseError", "cad", "edit", "parse", "render"]
+__all__ = ["CaDError", "CaDGenerator", "CaDResult", "ContextLengthError", "Copy", "CopyTokens",
+           "DraftConditionedGenerator", "Gen", "IncompleteProgramError", "InputError", "ModelOutputError",
+           "Op", "OptionError", "ProgramParseError", "PromptError", "ResolveError", "UnsupportedModelError",
+           "cad", "edit", "parse", "render"]
 
 _LAZY = {"CaDGenerator": "cad_outlines.decoding.generator",
          "CaDResult": "cad_outlines.decoding.generator",

@@ -10,11 +10,7 @@ import argparse
 import math
 import sys
 
-from cad_outlines.errors import InputError
-
-
-class UsageError(InputError):
-    """A problem with the command's input that the user can fix."""
+from cad_outlines.errors import UsageError  # noqa: F401 (re-exported: its old home)
 
 
 def positive(value: str) -> int:
@@ -41,7 +37,7 @@ def add_ceiling_arguments(p: argparse.ArgumentParser) -> None:
 
 def load_cases(path: str) -> list:
     """The cases of a corpus file; an empty corpus is a usage error, not a 0-case report."""
-    from cad_outlines.tools.corpus import load_corpus
+    from cad_outlines.training.corpus import load_corpus
 
     cases = load_corpus(path)
     if not cases:

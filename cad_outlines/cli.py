@@ -6,7 +6,7 @@ not finish or produced an unusable edit (:class:`~cad_outlines.errors.ModelOutpu
 2 a usage or input error (:class:`UsageError`, the project's
 :class:`~cad_outlines.errors.InputError`, an ``OSError`` on a named file), printed as one
 line on stderr; 70 (``EX_SOFTWARE``) anything else, which is a bug: its traceback is
-printed.
+printed. Each project error names its status (``exit_status``, :mod:`cad_outlines.errors`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,9 @@ from typing import Any, Callable, Sequence
 from cad_outlines import cli_train
 from cad_outlines.arguments import HelpFormatter, UsageError, add_ceiling_arguments, add_verbosity, load_cases, positive
 from cad_outlines.arguments import seed as _seed, status as _status, temperature as _temperature, top_p as _top_p
-from cad_outlines.errors import CaDError, ModelOutputError
+from cad_outlines.decoding.defaults import DEFAULT_MAX_NEW_TOKENS
+from cad_outlines.errors import EXIT_INTERNAL, EXIT_MODEL, EXIT_OK, EXIT_USAGE, CaDError
 from cad_outlines.language.syntax import COPY_CLOSE, COPY_OPEN, GEN_OPEN, TAG_START
-
-EXIT_OK, EXIT_MODEL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
 
 
 def _add_commands(sub: argparse._SubParsersAction) -> None:
@@ -104,7 +103,7 @@ def _add_oracle(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_oracle(args: argparse.Namespace) -> int:
-    from cad_outlines.tools.ceiling import load_tokenization, oracle_for
+    from cad_outlines.training.ceiling import load_tokenization, oracle_for
     from cad_outlines.files import read_text
     from cad_outlines.language.program import render
 
@@ -146,27 +145,20 @@ def _add_apply(sub: argparse._SubParsersAction) -> None:
 def _run_apply(args: argparse.Namespace) -> int:
     import warnings
 
-    from cad_outlines.tools.ceiling import load_tokenization
+    from cad_outlines.training.ceiling import load_tokenization
     from cad_outlines.files import atomic_write, read_text
-    from cad_outlines.language.program import ProgramParseError, parse
+    from cad_outlines.language.program import read_program
     from cad_outlines.language.resolver import resolve
 
     if args.from_reply:
         return _run_apply_reply(args)
     if not args.program:
         raise UsageError("give PROGRAM or --from-reply REPLY.txt")
-    text = _read_input(args.program)
-    # Gen bodies are escaped, so the copy opener can only be an op.
-    granularity = "tokens" if COPY_OPEN["tokens"] in text else "lines"
-    try:
-        ops = parse(text.rstrip(), granularity)  # the trailing newline of a saved program
-    except ProgramParseError as err:
-        line = text.count("\n", 0, err.offset) + 1
-        column = err.offset - (text.rfind("\n", 0, err.offset) + 1) + 1
-        raise UsageError(f"{args.program}: line {line}, column {column}: {err}") from None
+    program = read_program(_read_input(args.program), args.program)
+    ops = program.ops
     doc = read_text(args.doc)
     pieces = None
-    if granularity == "tokens":
+    if program.granularity == "tokens":
         if not args.tokenizer:
             raise UsageError(f"{args.program} copies tokens: pass --tokenizer DIR")
         pieces = load_tokenization(args.tokenizer).token_pieces(doc)
@@ -233,7 +225,7 @@ def _add_ceiling(sub: argparse._SubParsersAction) -> None:
 def _run_ceiling(args: argparse.Namespace) -> int:
     import json
 
-    from cad_outlines.tools.ceiling import ceiling, format_table, load_tokenization
+    from cad_outlines.training.ceiling import ceiling, format_table, load_tokenization
     from cad_outlines.files import atomic_write
 
     cases = load_cases(args.corpus)
@@ -395,7 +387,7 @@ def _add_edit(sub: argparse._SubParsersAction) -> None:
                    help="copy whole lines or document tokens")
     p.add_argument("--force-program", metavar="PROGRAM",
                    help="teacher-force this program file through the decode loop (tests, benchmarks)")
-    p.add_argument("--max-new-tokens", type=positive, default=2048, metavar="N",
+    p.add_argument("--max-new-tokens", type=positive, default=DEFAULT_MAX_NEW_TOKENS, metavar="N",
                    help="budget of program tokens (copied tokens are free)")
     p.add_argument("--temperature", type=_temperature, default=0.0, metavar="T",
                    help="0 is greedy; otherwise sample")
@@ -426,37 +418,24 @@ def _run_edit(args: argparse.Namespace) -> int:
 
     from cad_outlines.decoding.progress import wants_progress
     from cad_outlines.files import read_text
-    from cad_outlines.tools import edit
+    from cad_outlines.tools.edit import EditJob, EditOptions, run_edit
 
     if args.output and len(args.files) > 1:
         raise UsageError(f"-o takes one FILE, got {len(args.files)}; use --in-place for several")
-    if args.engine == "vllm" and args.preset:
-        raise UsageError("--engine vllm needs --model DIR (a model folder vLLM loads; "
-                         "cad_outlines.tools.models.save writes one from a preset)")
     if args.engine != "vllm" and (args.max_model_len or args.kv_cache_gib is not None):
         raise UsageError("--max-model-len and --kv-cache-gib are for --engine vllm")
     if args.kv_cache_gib is not None and not args.kv_cache_gib > 0:
         raise UsageError(f"--kv-cache-gib must be > 0, got {args.kv_cache_gib}")
-    if args.engine == "vllm" and args.forward_cost:
-        raise UsageError("--forward-cost is for --engine transformers (vLLM drafts nothing)")
     instruction = _edit_instruction(args)
     documents = {name: read_text(name) for name in args.files}  # every file readable first
-    forced = read_text(args.force_program) if args.force_program else None
-    if forced is not None:
-        edit.check_forced(args.force_program, forced, documents, args.granularity)
-    options = edit.EditOptions(
-        granularity=args.granularity, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-        top_p=args.top_p, seed=args.seed, allow_deletion=args.allow_deletion,
-        forward_cost=edit.load_forward_cost(args.forward_cost) if args.forward_cost else None)
-    show = wants_progress(args.quiet)
-    if args.engine == "vllm":
-        outcomes: Any = edit.edit_with_vllm(args.model, documents, instruction, options, forced=forced,
-                                            engine_args=_vllm_engine_args(args), progress=show,
-                                            status=lambda m: _status(args, m))
-    else:
-        model = _load_edit_model(args)
-        outcomes = edit.edit_with_transformers(model, documents, instruction, options, forced=forced,
-                                               progress=show)
+    options = EditOptions(granularity=args.granularity, max_new_tokens=args.max_new_tokens,
+                          temperature=args.temperature, top_p=args.top_p, seed=args.seed,
+                          allow_deletion=args.allow_deletion)
+    job = EditJob(documents, instruction, options, engine=args.engine, model=args.model, preset=args.preset,
+                  device=args.device, dtype=args.dtype, force_program=args.force_program,
+                  forward_cost_file=args.forward_cost,
+                  engine_args=_vllm_engine_args(args) if args.engine == "vllm" else {})
+    outcomes = run_edit(job, progress=wants_progress(args.quiet), status=lambda m: _status(args, m))
     records, status = [], EXIT_OK
     for outcome in outcomes:
         status = max(status, _emit_edit(args, outcome))
@@ -482,13 +461,6 @@ def _edit_instruction(args: argparse.Namespace) -> str:
         return update_prompt(_read_input(args.update))
     except PromptError as err:
         raise UsageError(f"--update {args.update}: {err}") from None
-
-
-def _load_edit_model(args: argparse.Namespace) -> Any:
-    from cad_outlines.tools.edit import load_model
-
-    return load_model(preset=args.preset, model=args.model, device=args.device, dtype=args.dtype,
-                      status=lambda m: _status(args, m))
 
 
 def _vllm_engine_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -676,10 +648,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_outputs(args)
         with signals_raise():  # SIGTERM runs the clean-ups (temp files) and exits
             return int(args.func(args) or 0)
-    except ModelOutputError as err:
-        print(f"{name}: {err}", file=sys.stderr)
-        return EXIT_MODEL
-    except (CaDError, OSError) as err:  # input the user can fix, or a file they named
+    except CaDError as err:  # each error class carries its exit status
+        if err.exit_status == EXIT_INTERNAL:
+            return _internal_error(name)
+        print(f"{name}: {err}" if err.exit_status == EXIT_MODEL else f"{name}: error: {err}", file=sys.stderr)
+        return err.exit_status
+    except OSError as err:  # a file the user named
         print(f"{name}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -693,10 +667,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{name}: interrupted{written}", file=sys.stderr)
         return 130
     except Exception:  # a bug: show where, with a status no other case uses
-        traceback.print_exc()
-        print(f"{name}: internal error (exit status {EXIT_INTERNAL}); please report it with the "
-              "traceback above", file=sys.stderr)
-        return EXIT_INTERNAL
+        return _internal_error(name)
+
+
+def _internal_error(name: str) -> int:
+    """Print the traceback of the exception being handled, as a bug to report."""
+    traceback.print_exc()
+    print(f"{name}: internal error (exit status {EXIT_INTERNAL}); please report it with the "
+          "traceback above", file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -52,8 +52,8 @@ def _add_sft(sub: argparse._SubParsersAction) -> None:
 
 def _run_sft_build(args: argparse.Namespace) -> int:
     from cad_outlines.adapters import load_tokenizer
-    from cad_outlines.tools.corpus import load_corpus
-    from cad_outlines.tools.sft import RowBuilder, build_rows, model_context, write_rows
+    from cad_outlines.training.corpus import load_corpus
+    from cad_outlines.training.sft import RowBuilder, build_rows, model_context, write_rows
 
     if args.cost_aware and args.granularity != "lines":
         raise UsageError("--cost-aware is for --granularity lines only")
@@ -85,7 +85,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         description="Build the training mix (--mix 1: explicit edits on windows of the corpora's "
                     "train-split files, plus real commits; --mix 2: whole files up to 400 lines, "
                     "edits in many phrasings, lazy update snippets and real commits; "
-                    "tools/edits.py) and LoRA-fine-tune a real-weight "
+                    "training/edits.py) and LoRA-fine-tune a real-weight "
                     "preset on it, in the CaD layout (sft rows: prompt + program with spliced "
                     "copies) or the regeneration layout (plain prompt + edited file). Checkpoints "
                     "every --checkpoint-every steps; run the same command again to resume. "
@@ -123,7 +123,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 def _run_train(args: argparse.Namespace) -> int:
     from cad_outlines.tools.presets import REAL_PRESETS
-    from cad_outlines.tools.train import TrainConfig, train_from_corpora
+    from cad_outlines.training.train import TrainConfig, train_from_corpora
 
     if args.base not in REAL_PRESETS:
         raise UsageError(f"--base must be a real-weight preset ({', '.join(REAL_PRESETS)}), got {args.base!r}")

@@ -14,26 +14,9 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator, Union
 
-from .errors import InputError
+from .errors import FileDecodeError, InputError
 
 PathLike = Union[str, "os.PathLike[str]"]
-
-
-class FileDecodeError(InputError):
-    """A file that is not valid UTF-8.
-
-    Attributes
-    ----------
-    path
-        The file.
-    offset
-        Byte offset of the first byte that does not decode.
-    """
-
-    def __init__(self, path: PathLike, offset: int, reason: str):
-        self.path = os.fspath(path)
-        self.offset = offset
-        super().__init__(f"{self.path}: not valid UTF-8 at byte offset {offset} ({reason})")
 
 
 def read_text(path: PathLike) -> str:

@@ -38,8 +38,10 @@ def edit(model: Any, document: str, instruction: Prompt, **options: Any) -> str:
 
     Raises
     ------
-    cad_outlines.decoding.generator.IncompleteProgramError
+    cad_outlines.IncompleteProgramError
         When ``max_new_tokens`` ran out before the program was complete.
+    cad_outlines.InputError
+        A bad option, document or prompt (:class:`cad_outlines.PromptError` for the prompt).
     """
     return CaDGenerator(model, document, **options)(instruction)
 

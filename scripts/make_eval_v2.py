@@ -4,7 +4,7 @@
         ../shared/corpora/commits_c.jsonl ../shared/corpora/commits_prose.jsonl
 
 Each line: id, subset, doc, gold, instruction, kind, form, corpus, file, lines (files never
-in a training row: the split is by file, tools/edits.split_of).
+in a training row: the split is by file, training/edits.split_of).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from cad_outlines.files import atomic_write
-from cad_outlines.tools.edits import eval_sets_v2
-from cad_outlines.tools.train import load_records
+from cad_outlines.training.edits import eval_sets_v2
+from cad_outlines.training.train import load_records
 
 PER_SET = 20
 

@@ -31,8 +31,8 @@ from cad_outlines.bench._loop import CountingRunner
 from cad_outlines.bench.bounds import KernelCurve, compute_bounds, kernel_from_dict
 from cad_outlines.bench.e2e import select_cases
 from cad_outlines.bench.pld import PLDSetting, plain_prompt_ids, run_pld
-from cad_outlines.tools.ceiling import case_ceiling
-from cad_outlines.tools.corpus import load_corpus
+from cad_outlines.training.ceiling import case_ceiling
+from cad_outlines.training.corpus import load_corpus
 from cad_outlines.decoding.drafting import ForwardCost
 from cad_outlines.decoding.generator import CaDGenerator
 from cad_outlines.tools.models import load

@@ -10,7 +10,7 @@ from cad_outlines import cli
 from cad_outlines.adapters import get_adapter, load_tokenizer
 from cad_outlines.bench.constraint import ConstraintConfig, format_constraint, run_constraint
 from cad_outlines.decoding.forcing import forced_ids
-from cad_outlines.tools.corpus import load_corpus
+from cad_outlines.training.corpus import load_corpus
 from cad_outlines.language.oracle import oracle_program
 from cad_outlines.language.program import render
 from cad_outlines.language.syntax import COPY_TAG_RE

@@ -12,8 +12,8 @@ from cad_outlines.bench.formats import (
     SearchReplace, apply_search_replace, apply_unified_diff, case_formats, run_formats,
     search_replace_blocks, unified_diff)
 from cad_outlines.bench.perturb import perturb_ops, run_perturb
-from cad_outlines.tools.ceiling import load_tokenization
-from cad_outlines.tools.corpus import load_corpus
+from cad_outlines.training.ceiling import load_tokenization
+from cad_outlines.training.corpus import load_corpus
 from cad_outlines.language.oracle import oracle_program
 from cad_outlines.language.program import Copy, Gen
 from cad_outlines.language.resolver import resolve

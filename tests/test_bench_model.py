@@ -13,8 +13,8 @@ from cad_outlines.bench.e2e import E2EConfig, run_e2e, run_outlines, select_case
 from cad_outlines.bench.e2e_report import format_e2e
 from cad_outlines.adapters import get_adapter
 from cad_outlines.errors import InputError
-from cad_outlines.tools.ceiling import case_ceiling, load_tokenization
-from cad_outlines.tools.corpus import load_corpus
+from cad_outlines.training.ceiling import case_ceiling, load_tokenization
+from cad_outlines.training.corpus import load_corpus
 from cad_outlines.decoding.generator import CaDGenerator
 from cad_outlines.language.program import Copy, Gen
 

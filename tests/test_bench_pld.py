@@ -77,7 +77,7 @@ def test_prompt_cost_splits_numbers_and_format_statement(tmp_path, capsys):
     from cad_outlines.adapters import get_adapter
     from cad_outlines.adapters._view import format_statement
     from cad_outlines.bench.prompt_cost import prompt_cost
-    from cad_outlines.tools.corpus import Case
+    from cad_outlines.training.corpus import Case
 
     adapter = get_adapter(AutoTokenizer.from_pretrained(QWEN))
     doc = "".join(f"value_{k} = {k}\n" for k in range(12))  # 13 lines, two-digit numbers

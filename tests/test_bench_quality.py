@@ -5,7 +5,7 @@ from __future__ import annotations
 from cad_outlines.bench.quality import (CONFIGS, DEFAULT_CONFIGS, QualityConfig, dropped_tail, format_table,
                                         load_eval_cases, run)
 from cad_outlines.language.program import Copy, Gen
-from cad_outlines.tools.corpus import Case
+from cad_outlines.training.corpus import Case
 
 
 def test_every_configuration_runs_and_is_summarised(tiny_model):
@@ -39,7 +39,7 @@ def test_every_configuration_runs_and_is_summarised(tiny_model):
 
 
 def test_the_v2_set_holds_every_subset_of_unseen_files():
-    from cad_outlines.tools.edits import EVAL_SETS_V2, split_of
+    from cad_outlines.training.edits import EVAL_SETS_V2, split_of
 
     cases = load_eval_cases("v2")
     assert {c.meta["subset"] for c in cases} == set(EVAL_SETS_V2)

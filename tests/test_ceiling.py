@@ -10,10 +10,10 @@ from functools import lru_cache
 import pytest
 
 import cad_outlines.adapters
-from cad_outlines.tools import ceiling as ceiling_mod
-from cad_outlines.tools.ceiling import (CaseCeiling, case_ceiling, ceiling, format_table,
+from cad_outlines.training import ceiling as ceiling_mod
+from cad_outlines.training.ceiling import (CaseCeiling, case_ceiling, ceiling, format_table,
                                         load_tokenization, oracle_for, summarize)
-from cad_outlines.tools.corpus import Case, load_corpus
+from cad_outlines.training.corpus import Case, load_corpus
 from cad_outlines.language.program import Copy, CopyTokens
 
 from testdata import CORPUS_SAMPLE, TOKENIZERS
@@ -199,7 +199,7 @@ def test_oracle_for_argument_errors():
 
 def test_model_free_modules_import_no_torch():
     code = ("import sys; import cad_outlines.language.resolver, cad_outlines.language.oracle, "
-            "cad_outlines.tools.ceiling, cad_outlines.tools.corpus, cad_outlines.files, "
+            "cad_outlines.training.ceiling, cad_outlines.training.corpus, cad_outlines.files, "
             "cad_outlines.language.escape, cad_outlines.language.program, cad_outlines.decoding.drafting; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -84,7 +84,7 @@ def test_a_forced_program_out_of_range_is_refused_before_the_model_loads(capsys,
     src, prog = tmp_path / "a.py", tmp_path / "p.txt"
     src.write_text("".join(f"x{k} = {k}\n" for k in range(7)))
     prog.write_text('<program><copy lines="1-99"/></program>')
-    monkeypatch.setattr(cli, "_load_edit_model", lambda args: pytest.fail("the model was loaded"))
+    monkeypatch.setattr("cad_outlines.tools.edit.load_model", lambda **kw: pytest.fail("the model was loaded"))
     code, _, err = run(capsys, ["edit", src, "--instruction", "x", "--preset", "tiny-qwen",
                                 "--force-program", prog])
     assert code == 2 and one_line(err) and "1-99" in err and "lines 1-8" in err

@@ -167,3 +167,29 @@ def test_edit_with_a_forward_cost_file(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--forward-cost" in err and "bad.json" in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_a_program_file_ending_in_a_newline_is_read_alike_by_apply_and_edit(tmp_path, capsys):
+    """One rule for program files: the newline an editor or echo adds is not part of the
+    program, for ``apply PROGRAM`` and ``edit --force-program`` alike."""
+    src = tmp_path / "a.py"
+    src.write_text("x = 1\ny = 2\n", encoding="utf-8")
+    text = '<program><copy lines="2-2"/><gen>z = 3\n</gen><copy lines="1-1"/></program>'
+    plain, saved = program(tmp_path, text), program(tmp_path, text + "\n")
+    results = []
+    for prog in (plain, saved):
+        assert main(["apply", str(prog), str(src)]) == 0
+        applied = capsys.readouterr().out
+        out = tmp_path / f"out-{prog.stem}.py"
+        assert edit(src, "--instruction", "swap", "--force-program", prog, "-o", out, "--json", "-q") == 0
+        record = json.loads(capsys.readouterr().out)[0]
+        assert out.read_text(encoding="utf-8") == applied and applied.startswith("y = 2\nz = 3\nx = 1")
+        results.append(record["program"])
+    assert results == [text, text]  # the same program forced, byte for byte
+    broken = program(tmp_path, text.replace("</program>", "") + "\n")
+    assert main(["apply", str(broken), str(src)]) == 2
+    apply_err = capsys.readouterr().err
+    assert edit(src, "--instruction", "x", "--force-program", broken) == 2
+    edit_err = capsys.readouterr().err
+    where = apply_err.split(f"{broken}: ", 1)[1]
+    assert where.startswith("line 2, column 26:") and where in edit_err  # the same message

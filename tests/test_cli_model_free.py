@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cad_outlines.cli import main
-from cad_outlines.tools.corpus import load_corpus
+from cad_outlines.training.corpus import load_corpus
 from cad_outlines.language.program import parse
 
 from testdata import CORPUS_SAMPLE, TOKENIZERS

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cad_outlines import files
-from cad_outlines.tools.corpus import Case, CorpusError, load_corpus
+from cad_outlines.training.corpus import Case, CorpusError, load_corpus
 from cad_outlines.files import FileDecodeError, atomic_write, read_text
 
 from testdata import CORPUS_SAMPLE

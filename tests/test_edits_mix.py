@@ -8,7 +8,7 @@ from cad_outlines.bench.quality import load_eval_cases
 from cad_outlines.language.oracle import oracle_program
 from cad_outlines.language.resolver import resolve
 from cad_outlines.language.syntax import split_lines
-from cad_outlines.tools.edits import KINDS, MixConfig, commit_cases, make_mix, split_of
+from cad_outlines.training.edits import KINDS, MixConfig, commit_cases, make_mix, split_of
 from testdata import corpus_records
 
 

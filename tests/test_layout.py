@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Rooms in data-path order: a room may import only rooms before it.
-LAYERS = ["errors", "files", "language", "adapters", "decoding", "engines", "tools",
+LAYERS = ["errors", "files", "language", "adapters", "decoding", "engines", "tools", "training",
           "arguments", "server", "bench", "generate", "cli_train", "cli", "__main__", "__init__"]
 
 

@@ -12,8 +12,8 @@ from cad_outlines.language.oracle import oracle_program
 from cad_outlines.language.resolver import resolve
 from cad_outlines.language.snippets import is_marker, make_snippet, marker, update_instruction
 from cad_outlines.language.syntax import split_lines
-from cad_outlines.tools.edits import EVAL_SETS_V2, MixV2Config, eval_sets_v2, make_mix_v2, split_of
-from cad_outlines.tools.phrasings import KINDS_V2, _T, make_edit, phrase, templates
+from cad_outlines.training.edits import EVAL_SETS_V2, MixV2Config, eval_sets_v2, make_mix_v2, split_of
+from cad_outlines.training.phrasings import KINDS_V2, _T, make_edit, phrase, templates
 from testdata import corpus_records
 
 SMALL = ((8, 50, 0.6), (51, 150, 0.4))  # the fixture sample's files are 11-72 lines

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cad_outlines.tools.ceiling import load_tokenization
-from cad_outlines.tools.corpus import load_corpus
+from cad_outlines.training.ceiling import load_tokenization
+from cad_outlines.training.corpus import load_corpus
 from cad_outlines.language.oracle import oracle_program, oracle_tokens
 from cad_outlines.language.program import Copy, CopyTokens, Gen, parse, render, render_op
 from cad_outlines.language.resolver import resolve

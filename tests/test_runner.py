@@ -87,3 +87,20 @@ def test_editing_several_files_reuses_the_shared_prompt_prefix(tiny_model):
     alone = [next(edit_with_transformers(model, {n: d}, "set b to 0", EditOptions(max_new_tokens=24)))
              for n, d in docs.items()]
     assert [o.result.program for o in greedy] == [o.result.program for o in alone]
+
+
+def test_the_loop_needs_a_runner_and_dccd_a_batch_runner():
+    """The Runner protocol holds what the decode loop calls; the tensor forwards DCCD and
+    bench kernel run sit on BatchRunner. An ObservedRunner is whichever its inner one is."""
+    import pytest
+
+    from cad_outlines.bench._loop import CountingRunner
+    from cad_outlines.decoding.runner import BatchRunner, ObservedRunner, Runner
+
+    assert not {"forward_batch", "forward_tensor"} & set(vars(Runner))
+    counting = CountingRunner(vocab_size=16)
+    assert isinstance(counting, Runner) and not isinstance(counting, BatchRunner)
+    observed = ObservedRunner(counting, lambda *a: None)
+    assert isinstance(observed, Runner)
+    with pytest.raises(TypeError, match="not a BatchRunner"):
+        observed.forward_tensor(torch.zeros((1, 1), dtype=torch.long), None, 1)

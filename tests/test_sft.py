@@ -7,10 +7,10 @@ import json
 import pytest
 
 from cad_outlines.cli import main
-from cad_outlines.tools.corpus import parse_case
+from cad_outlines.training.corpus import parse_case
 from cad_outlines.decoding.generator import CaDGenerator
 from cad_outlines.language.program import Copy, Gen
-from cad_outlines.tools.sft import (DEFAULT_INSTRUCTION, IGNORE, RowBuilder, SFTError, build_rows,
+from cad_outlines.training.sft import (DEFAULT_INSTRUCTION, IGNORE, RowBuilder, SFTError, build_rows,
                                     chat_messages)
 
 from testdata import FAMILY_PRESETS, TOKENIZERS

@@ -7,8 +7,8 @@ import copy
 import torch
 
 from cad_outlines.tools.models import build
-from cad_outlines.tools.sft import IGNORE
-from cad_outlines.tools.train import curriculum, optimizer, train_step
+from cad_outlines.training.sft import IGNORE
+from cad_outlines.training.train import curriculum, optimizer, train_step
 
 
 def _batch():

@@ -145,6 +145,7 @@ def test_budget_flags_incomplete_programs_as_the_hf_loop(family):
     want = CaDGenerator(hf_model, doc, max_new_tokens=budget, fast_forward=False,
                         draft_tags=False).run("edit", force_program=text)
     assert not got.complete and got.document is None and got.stats.stopped_early
+    assert got.stats.stop_reason == want.stats.stop_reason == "max_new_tokens"
     assert got.program == want.program and got.ops == want.ops
     assert got.ops == program.parse(text)[:len(got.ops)] and len(got.ops) < 3
     assert got.stats.decoded_tokens == budget
@@ -183,6 +184,8 @@ def test_forced_regeneration_types_the_gold(family):
     assert regen.complete and regen.document == gold == cad.document
     assert regen.stats.decoded_tokens == len(editor.adapter.encode(gold))
     assert regen.stats.requests == 1 and regen.ops == []
+    # The baseline's prompt is the plain one by default, as on transformers.
+    assert regen.stats.prompt_tokens == len(editor.adapter.plain_prompt_ids(doc, "edit"))
     # The point of CaD: far fewer decoded tokens for the same document.
     assert cad.stats.decoded_tokens < regen.stats.decoded_tokens / 3
 
@@ -281,4 +284,11 @@ def test_the_editor_checks_sampling_like_the_loop_and_refuses_what_it_cannot_hon
             cad_vllm.VLLMEditor(object(), **{name: value})
     with pytest.raises(cad_vllm.EngineSetupError):  # defaults pass the check; then the engine is checked
         cad_vllm.VLLMEditor(object(), top_k=0, min_p=0.0, repetition_penalty=1.0)
+    # granularity, mode and budget: the loop's checks and messages too
+    for options, message in (({"granularity": "chars"}, "granularity must be"), ({"mode": "loose"}, "mode must be"),
+                             ({"max_new_tokens": 0}, "max_new_tokens must be an integer >= 1")):
+        with pytest.raises(OptionError, match=message):
+            cad_vllm.VLLMEditor(object(), **options)
+        with pytest.raises(OptionError, match=message):
+            CaDGenerator(None, "a\n", tokenizer=object(), runner=object(), **options)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 # The training step is the product's (the real-model fine-tuning uses the same one).
-from ..tools.train import Row, collate, optimizer, train_step  # noqa: F401  (re-exported)
+from ..training.train import Row, collate, optimizer, train_step  # noqa: F401  (re-exported)
 
 
 def byte_level_bpe(texts: Sequence[str], vocab_size: int, special_tokens: Sequence[str]) -> Any:

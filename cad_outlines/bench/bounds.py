@@ -4,7 +4,7 @@ Notation (all times in seconds, token counts per corpus or per case):
 
 * ``T``: tokens of the gold text; full regeneration costs ``T`` decode steps;
 * ``T_gen``: gold tokens the oracle program generates; ``N_k``: tokens of copy ``k``
-  (:mod:`cad_outlines.tools.ceiling`: ``T = T_gen + sum(N_k)``);
+  (:mod:`cad_outlines.training.ceiling`: ``T = T_gen + sum(N_k)``);
 * ``tau``: one decode step (a one-token forward after the prefix);
 * ``s(N) = T_AR(N) / T_PP(N)``: the kernel speed-up of ONE ``N``-token forward over
   ``N`` one-token decode forwards on the same cache (``bench kernel``). Copying ``N``
@@ -323,11 +323,11 @@ def ceiling_with_bounds(cases: Iterable[Any], tokenization: Any, kernel: Kernel,
     Returns
     -------
     (stats, bounds)
-        ``stats`` is :class:`cad_outlines.tools.ceiling.CeilingStats`; ``bounds`` maps
+        ``stats`` is :class:`cad_outlines.training.ceiling.CeilingStats`; ``bounds`` maps
         ``"keep1"`` and ``"full"`` (the kernel curve used) to :meth:`Bounds.as_dict`,
         plus ``"kernel"``: where the kernel came from.
     """
-    from ..tools.ceiling import case_ceilings, summarize
+    from ..training.ceiling import case_ceilings, summarize
 
     results = case_ceilings(cases, tokenization, granularity=granularity, min_span=min_span,
                             progress=progress)

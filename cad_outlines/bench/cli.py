@@ -71,7 +71,7 @@ def _run_bench_bounds(args: argparse.Namespace) -> int:
 
     from cad_outlines.bench._common import write_json
     from cad_outlines.bench.bounds import ceiling_with_bounds, format_bounds, load_kernel
-    from cad_outlines.tools.ceiling import format_table, load_tokenization
+    from cad_outlines.training.ceiling import format_table, load_tokenization
 
     kernel = load_kernel(args.kernel)  # before the corpus work: fail early
     cases = load_cases(args.corpus)
@@ -209,7 +209,7 @@ def _run_bench_formats(args: argparse.Namespace) -> int:
     import os
 
     from cad_outlines.bench.formats import format_formats, run_formats
-    from cad_outlines.tools.ceiling import load_tokenization
+    from cad_outlines.training.ceiling import load_tokenization
 
     report = run_formats(load_cases(args.corpus), load_tokenization(args.tokenizer),
                          limit=args.limit, min_span=args.min_span, progress=True)

@@ -103,7 +103,7 @@ def run_constraint(cases: Sequence[Any], cfg: ConstraintConfig, progress: bool =
     Parameters
     ----------
     cases
-        Corpus cases (:func:`cad_outlines.tools.corpus.load_corpus`); ``cfg.case`` names the one
+        Corpus cases (:func:`cad_outlines.training.corpus.load_corpus`); ``cfg.case`` names the one
         whose oracle program is forced.
     cfg
         What to measure.

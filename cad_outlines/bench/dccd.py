@@ -35,7 +35,7 @@ from typing import Any, Sequence
 import torch
 
 from ..decoding.dccd import DraftConditionedGenerator, select
-from ..tools.sft import IGNORE
+from ..training.sft import IGNORE
 from ._common import environment
 from ._train import Row, byte_level_bpe, optimizer, train_step
 

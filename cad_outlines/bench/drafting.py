@@ -22,7 +22,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
-from ..tools.corpus import Case
+from ..training.corpus import Case
 from ..errors import InputError
 from . import _common
 

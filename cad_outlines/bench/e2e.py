@@ -71,8 +71,8 @@ from typing import Any, Optional, Sequence
 import torch
 from outlines.processors.base_logits_processor import OutlinesLogitsProcessor
 
-from ..tools.ceiling import case_ceiling
-from ..tools.corpus import Case
+from ..training.ceiling import case_ceiling
+from ..training.corpus import Case
 from ..decoding.prompts import style_for
 from ..errors import InputError
 from ..language.syntax import split_lines

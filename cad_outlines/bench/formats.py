@@ -47,9 +47,9 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
-from ..tools.ceiling import DEFAULT_MIN_SPAN, oracle_for
+from ..training.ceiling import DEFAULT_MIN_SPAN, oracle_for
 from ..tools import diffs
-from ..tools.corpus import Case
+from ..training.corpus import Case
 from ..errors import InputError
 from ..language.program import parse, render
 from ..language.resolver import resolve

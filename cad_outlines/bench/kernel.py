@@ -41,6 +41,7 @@ from ..language.program import Copy, Gen, render
 from ..decoding.sampler import Sampler, SamplingOptions
 from ..language.syntax import COPY_START, GEN_OPEN, PROGRAM_CLOSE
 from ..decoding.drafting import ForwardCost
+from ..decoding.runner import BatchRunner
 from ..decoding.forcing import forced_ids
 from . import _common
 from ._loop import tag_shape
@@ -119,6 +120,7 @@ def measure_kernel(model: Any, cfg: KernelConfig, progress: bool = True) -> dict
     doc = "\n".join(f"line {k} = {k} * 2" for k in range(1, 301))
     gen = CaDGenerator(model, doc)
     runner = gen.runner
+    assert isinstance(runner, BatchRunner)  # the default TransformersRunner: it times raw forwards
     device = runner.device
     ns = grid(cfg.max_n)
     rng = torch.Generator().manual_seed(cfg.seed)

@@ -4,7 +4,7 @@ The run trains two same-size models
 from scratch on one synthetic edit family and decodes held-out edits through the real
 loop:
 
-* **CaD**: trained on the SFT rows of :mod:`cad_outlines.tools.sft` (prompt, oracle program,
+* **CaD**: trained on the SFT rows of :mod:`cad_outlines.training.sft` (prompt, oracle program,
   spliced copies, loss on program tokens); decoded by :class:`CaDGenerator.run` —
   model-chosen, constrained, spliced, nothing forced;
 * **regeneration**: trained on the same prompts with the whole edited file (then the end
@@ -40,12 +40,12 @@ from typing import Any, Sequence
 
 import torch
 
-from ..tools.corpus import Case
+from ..training.corpus import Case
 from ..decoding.generator import CaDGenerator
 from ..language.program import ProgramParseError, parse
 from ..language.syntax import GEN_CLOSE, GEN_OPEN, PROGRAM_CLOSE, PROGRAM_OPEN, copy_tag
 from ..language.resolver import ResolveError, resolve
-from ..tools.sft import IGNORE, RowBuilder
+from ..training.sft import IGNORE, RowBuilder
 from ._common import environment
 from ._train import Row, byte_level_bpe, optimizer, train_step
 
@@ -199,7 +199,7 @@ class _Rows:
 
 
 def cad_rows(cases: Sequence[Case], builder: RowBuilder) -> _Rows:
-    """The SFT rows of :mod:`cad_outlines.tools.sft` (oracle program, splice layout)."""
+    """The SFT rows of :mod:`cad_outlines.training.sft` (oracle program, splice layout)."""
     rows = _Rows()
     for case in cases:
         row = builder.row(case.doc, builder.oracle(case.doc, case.gold), case.meta["instruction"], case.id)

@@ -19,7 +19,7 @@ import random
 import warnings
 from typing import Any, Optional, Sequence
 
-from ..tools.corpus import Case
+from ..training.corpus import Case
 from ..errors import InputError
 from ..language.oracle import oracle_program
 from ..language.program import Copy, Op

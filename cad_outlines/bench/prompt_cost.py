@@ -29,7 +29,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Callable, Sequence
 
-from ..tools.corpus import Case
+from ..training.corpus import Case
 from ..errors import InputError
 from ..language.syntax import split_lines
 

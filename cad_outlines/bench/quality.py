@@ -48,7 +48,7 @@ from ..language.program import Copy
 from ..language.syntax import PROGRAM_CLOSE, split_lines
 from ..errors import InputError
 from ..files import read_text
-from ..tools.corpus import Case
+from ..training.corpus import Case
 from ._common import environment, progress
 from ..decoding.prompts import trained_style
 from ._loop import WarmPrefill, clocked_generator, cpu_run

@@ -40,7 +40,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
-from ..tools.corpus import Case, load_corpus
+from ..training.corpus import Case, load_corpus
 from ..errors import InputError
 from ..language.syntax import split_lines
 from ..language.oracle import oracle_program

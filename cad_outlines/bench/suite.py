@@ -24,7 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..tools.corpus import Case
+from ..training.corpus import Case
 from ..errors import InputError
 from ..files import atomic_write
 from . import _common
@@ -63,7 +63,7 @@ def run_suite(cases: Sequence[Case], cfg: E2EConfig, out_dir: str | os.PathLike,
         ``seconds`` (wall seconds per item and ``total``, model building included),
         ``files`` and the ``config``.
     """
-    from ..tools.ceiling import format_table, load_tokenization
+    from ..training.ceiling import format_table, load_tokenization
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -37,9 +37,11 @@ import torch
 
 from outlines.generator import SteerableGenerator
 
+from ..errors import (ConstraintError, OptionError, OptionTypeError, PromptError, PromptTypeError,
+                      UnsupportedModelError)
 from .alpha import AlphaTrace
 from .constraint import Constraint, bitmask_to_mask
-from .runner import Runner, TransformersRunner
+from .runner import BatchRunner, TransformersRunner
 from .sampler import Sampler, SamplingOptions
 from .selection import Candidate, DCCDResult, Selector, check_selector, select
 
@@ -82,7 +84,7 @@ class _LLGuidanceMatcher:
         self._fill = llguidance.torch.fill_next_token_bitmask
         self._m = llguidance.LLMatcher(llg_tokenizer, grammar)
         if self._m.is_error():
-            raise ValueError(f"llguidance rejected the output type: {self._m.get_error()}")
+            raise OptionError(f"llguidance rejected the output type: {self._m.get_error()}")
         self._bitmask = llguidance.torch.allocate_token_bitmask(1, llg_tokenizer.vocab_size)
         self.eos_ids = frozenset(llg_tokenizer.eos_tokens)
         self.done = False
@@ -94,7 +96,7 @@ class _LLGuidanceMatcher:
     def advance(self, ids: Sequence[int]) -> None:
         for token_id in ids:
             if not self._m.consume_token(token_id):
-                raise RuntimeError(f"llguidance matcher rejected token {token_id}: "
+                raise ConstraintError(f"llguidance matcher rejected token {token_id}: "
                                    f"{self._m.get_error()}")
             self.done = token_id in self.eos_ids
 
@@ -127,7 +129,7 @@ class _OutlinesCoreMatcher:
                 # outlines_core has no transition on EOS from a final state (its issue
                 # #227); EOS just ends the sequence.
                 if not self._g.is_finished():
-                    raise RuntimeError(f"end of sequence {token_id} before an accepting state")
+                    raise ConstraintError(f"end of sequence {token_id} before an accepting state")
                 self.done = True
                 return
             self._g.advance(token_id=token_id, return_tokens=False)
@@ -148,7 +150,7 @@ class _Row:
     ended: bool = False  # emitted end-of-sequence
 
 
-def _decode(runner: Runner, rows: list[_Row], *, pad_id: int, stop_ids: frozenset[int],
+def _decode(runner: BatchRunner, rows: list[_Row], *, pad_id: int, stop_ids: frozenset[int],
             max_new_tokens: int, temperature: float, generator: torch.Generator) -> None:
     """Decode every row to completion in one batch (left-padded, one shared KV cache).
 
@@ -165,7 +167,7 @@ def _decode(runner: Runner, rows: list[_Row], *, pad_id: int, stop_ids: frozense
     attn = torch.zeros((len(rows), width), dtype=torch.long)
     for i, r in enumerate(rows):
         if not r.prompt_ids:
-            raise ValueError("empty prompt: nothing to condition the decode on")
+            raise PromptError("empty prompt: nothing to condition the decode on")
         ids[i, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
         attn[i, width - len(r.prompt_ids):] = 1
     ids, attn = ids.to(device), attn.to(device)
@@ -185,7 +187,7 @@ def _decode(runner: Runner, rows: list[_Row], *, pad_id: int, stop_ids: frozense
                     continue
                 mask = r.matcher.allowed(vocab).to(device)
                 if not bool(mask.any()):
-                    raise RuntimeError(
+                    raise ConstraintError(
                         f"the constraint allows no id the model can emit after "
                         f"{len(r.out_ids)} tokens (mask and logits share no id)")
                 scores[i].masked_fill_(~mask, -math.inf)
@@ -248,7 +250,7 @@ class DraftConditionedGenerator(SteerableGenerator):
         Sampling temperature of the drafts.
     runner, draft_runner
         The model side of the projections and of the drafts
-        (:class:`~cad_outlines.decoding.runner.Runner`; default: a ``TransformersRunner`` over
+        (:class:`~cad_outlines.decoding.runner.BatchRunner`; default: a ``TransformersRunner`` over
         each model). A benchmark passes ``ObservedRunner`` s to count and clock forwards.
 
     Examples
@@ -272,23 +274,23 @@ class DraftConditionedGenerator(SteerableGenerator):
         draft_max_tokens: int = 256,
         temperature: float = 0.0,
         draft_temperature: float = 1.0,
-        runner: Runner | None = None,
-        draft_runner: Runner | None = None,
+        runner: BatchRunner | None = None,
+        draft_runner: BatchRunner | None = None,
     ):
         from outlines.models.transformers import Transformers
 
         for name, m in (("model", model), ("drafter", drafter)):
             if m is not None and not isinstance(m, Transformers):
-                raise TypeError(
+                raise UnsupportedModelError(
                     f"{name} must be an Outlines Transformers model "
                     f"(outlines.from_transformers(...)), got {type(m).__name__}")
         if output_type is None:
-            raise ValueError("DCCD needs an output type to constrain the projection to")
+            raise OptionError("DCCD needs an output type to constrain the projection to")
         if k < 0:
-            raise ValueError(f"k must be >= 0, got {k}")
+            raise OptionError(f"k must be >= 0, got {k}")
         for key in ("prompt", "draft"):
             if "{" + key + "}" not in projection_template:
-                raise ValueError(f"projection_template lacks the {{{key}}} placeholder")
+                raise OptionError(f"projection_template lacks the {{{key}}} placeholder")
         check_selector(selector)
         super().__init__(model, output_type, backend)
         self.output_type = output_type
@@ -298,8 +300,8 @@ class DraftConditionedGenerator(SteerableGenerator):
         self.selector = selector
         # The model side of the projections and of the drafts (a benchmark passes
         # ObservedRunners to count and clock them, as it does for the CaD loop).
-        self.runner: Runner = runner if runner is not None else TransformersRunner(model.model)
-        self.draft_runner: Runner = (draft_runner if draft_runner is not None else
+        self.runner: BatchRunner = runner if runner is not None else TransformersRunner(model.model)
+        self.draft_runner: BatchRunner = (draft_runner if draft_runner is not None else
                                      self.runner if self.drafter is model else TransformersRunner(self.drafter.model))
         self.max_new_tokens = max_new_tokens
         self.draft_max_tokens = draft_max_tokens
@@ -373,7 +375,7 @@ class DraftConditionedGenerator(SteerableGenerator):
             still sees ``prompt``.
         """
         if not isinstance(prompt, str):
-            raise TypeError(f"DCCD prompts must be strings, got {type(prompt).__name__}")
+            raise PromptTypeError(f"DCCD prompts must be strings, got {type(prompt).__name__}")
         selector = self.selector if selector is None else check_selector(selector)
         generator = torch.Generator(device=self.model.model.device)
         if seed is None:
@@ -383,15 +385,15 @@ class DraftConditionedGenerator(SteerableGenerator):
         if drafts is None:
             k = self.k if k is None else k
             if k < 0:
-                raise ValueError(f"k must be >= 0, got {k}")
+                raise OptionError(f"k must be >= 0, got {k}")
             if k == 0:
                 return self._plain_cd(prompt, generator)
             if draft_prompt is not None and not isinstance(draft_prompt, str):
-                raise TypeError(f"draft_prompt must be a string, got {type(draft_prompt).__name__}")
+                raise OptionTypeError(f"draft_prompt must be a string, got {type(draft_prompt).__name__}")
             drafts, lengths = self.draft_with_lengths(
                 prompt if draft_prompt is None else draft_prompt, k, generator)
         elif not drafts:
-            raise ValueError("drafts is empty; pass k=0 for plain constrained decoding")
+            raise OptionError("drafts is empty; pass k=0 for plain constrained decoding")
         else:
             lengths = [0] * len(drafts)
         projection_prompts = [

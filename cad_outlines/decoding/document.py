@@ -2,7 +2,7 @@
 splices and how a finished program resolves.
 
 The decode loop (:mod:`.generator`), the vLLM driver (:mod:`cad_outlines.engines.vllm`) and
-the SFT row builder (:mod:`cad_outlines.tools.sft`) all read these facts from here, so
+the SFT row builder (:mod:`cad_outlines.training.sft`) all read these facts from here, so
 they cannot drift on what a copy splices.
 """
 
@@ -18,7 +18,7 @@ from ..language.program import Copy, CopyTokens, Op
 from ..language.resolver import resolve
 from .constraint import CopyIndices, inside_characters
 
-__all__ = ["DocumentView"]
+__all__ = ["DocumentView", "copy_indices"]
 
 
 class DocumentView:
@@ -69,15 +69,27 @@ class DocumentView:
     def indices(self) -> CopyIndices:
         """Where copies may start and end: every line, or every token boundary that is
         also a character boundary (a token copy never splits a character)."""
-        if self.granularity == "lines":
-            return CopyIndices.for_lines(self.upper)
-        return CopyIndices.for_token_count(self.upper, self.inside)
+        return copy_indices(self.granularity, self.upper, self.inside)
 
     def span_ids(self, op: Op) -> list[int]:
         """The ids a copy op splices into the context (the adapter's layout rule for lines)."""
         if isinstance(op, Copy):
             return self.adapter.copy_ids(self.lines[op.start - 1:op.end])
         return self.doc_ids[op.start:op.end + 1]
+
+    def splice(self, ops: Sequence[Op], context: list[int], stats: Any) -> bool:
+        """Append the span of every copy in ``ops`` to ``context`` and count it in
+        ``stats`` (``copied_tokens``, ``splices``): the splice bookkeeping of every engine.
+        Whether anything was spliced."""
+        spliced = False
+        for op in ops:
+            if isinstance(op, (Copy, CopyTokens)):
+                span = self.span_ids(op)
+                context += span
+                stats.copied_tokens += len(span)
+                stats.splices += 1
+                spliced = True
+        return spliced
 
     def spans(self, ops: Sequence[Op]) -> list[list[int]]:
         """:meth:`span_ids` of every copy in ``ops``, in order."""
@@ -89,3 +101,13 @@ class DocumentView:
             return resolve(ops, self.document, mode, token_pieces=self.token_pieces)
         return resolve(ops, self.document, mode)
 
+
+
+def copy_indices(granularity: Granularity, upper: int, inside: Sequence[int] = ()) -> CopyIndices:
+    """Where copies may start and end in a document of ``upper`` copy units: every line,
+    or every token boundary that is also a character boundary (``inside``: the tokens
+    that start inside a character). :attr:`DocumentView.indices` and the vLLM engine
+    process (which receives only these numbers) both derive the bounds here."""
+    if granularity == "lines":
+        return CopyIndices.for_lines(upper)
+    return CopyIndices.for_token_count(upper, inside)

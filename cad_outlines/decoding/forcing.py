@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..adapters import Adapter
 from ..language import syntax
 from .results import ForcedProgramError
 
-__all__ = ["ForcedText", "forced_ids"]
+__all__ = ["ForcedText", "forced_ids", "forced_rejected"]
 
 
 @dataclass
@@ -70,3 +70,15 @@ def forced_ids(adapter: Adapter, text: str) -> list[int]:
         forced.consume([token], adapter.token_bytes(token))
         ids.append(token)
     return ids
+
+
+_UNSEEN = object()  # the vLLM driver sees only that the engine ended the request
+
+
+def forced_rejected(program_text: str, token: Any = _UNSEEN) -> ForcedProgramError:
+    """The error of a forced program the constraint rejects after ``program_text`` (the
+    program so far), worded once for every engine; ``token``: the id refused (``None``:
+    the forced text ran out), where the engine knows it."""
+    detail = "" if token is _UNSEEN else f": next token {token!r} is not allowed"
+    return ForcedProgramError(f"forced program rejected by the constraint at offset {len(program_text)} "
+                              f"(after {program_text[-40:]!r}){detail}")

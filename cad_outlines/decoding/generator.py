@@ -36,11 +36,12 @@ from .compiling import CompiledGrammar, compile_grammar, tokenizer_setup_seconds
 from .constraint import LoopConstraint, ProgramConstraint, Unconstrained
 from .document import DocumentView
 from .drafting import DraftBudget, Drafter, DraftKind, ForwardCost, PendingDraft, forward_clock
-from .forcing import ForcedText
+from .defaults import DEFAULT_MAX_NEW_TOKENS, check_budget, check_layout, check_request
+from .forcing import ForcedText, forced_rejected
 from .options import LoopSwitches, Through
 from ..errors import CaDError
 from ..language.grammar import Granularity, load_grammar, specialize
-from ..language.program import Copy, CopyTokens, Op
+from ..language.program import Op
 from .prompts import Prompt, PromptTemplate, as_messages, style_for, update_prompt
 from .runner import ObservedRunner, Runner, TransformersRunner
 from .sampler import SAMPLING_OPTIONS, OptionError, Sampler, SamplingOptions
@@ -159,7 +160,7 @@ class CaDGenerator(SteerableGenerator):
     splice, fast_forward, draft_tags, draft_lookup, forward_cost = (Through("switches") for _ in range(5))
 
     def __init__(self, model: Any, document: str, *, granularity: Granularity = "lines",
-                 max_new_tokens: int = 2048, temperature: float = 0.0, top_p: float = 1.0,
+                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, temperature: float = 0.0, top_p: float = 1.0,
                  top_k: int = 0, min_p: float = 0.0, repetition_penalty: float = 1.0,
                  seed: int | None = 0, splice: bool = True, fast_forward: bool = True,
                  mode: Literal["strict", "clipped"] = "strict", adapter: str | Adapter | None = None,
@@ -179,10 +180,7 @@ class CaDGenerator(SteerableGenerator):
         if max_gen_tokens is not None and (not isinstance(max_gen_tokens, int) or max_gen_tokens < 1):
             raise OptionError(f"max_gen_tokens must be an integer >= 1 or None, got {max_gen_tokens!r}")
         self.monotone_copies, self.max_gen_tokens = bool(monotone_copies), max_gen_tokens
-        if granularity not in ("lines", "tokens"):
-            raise OptionError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
-        if mode not in ("strict", "clipped"):
-            raise OptionError(f"mode must be 'strict' or 'clipped', got {mode!r}")
+        check_request(granularity, mode)
         self.model = model
         self.hf_model = model.model if model is not None else None
         self.document = document
@@ -346,8 +344,7 @@ class CaDGenerator(SteerableGenerator):
         **options
             Any of :data:`CALL_OPTIONS`, for this call only.
         """
-        if layout not in ("plain", "program"):
-            raise OptionError(f"layout must be 'plain' or 'program', got {layout!r}")
+        check_layout(layout)
         return _drain(self._decode(prompt, target, self._call_options(options), constrained=False,
                                    progress=progress, plain_prompt=layout == "plain"))
 
@@ -379,9 +376,7 @@ class CaDGenerator(SteerableGenerator):
         if unknown:
             raise TypeError(f"{type(self).__name__}: unknown option(s) {', '.join(map(repr, unknown))}; "
                             f"the options are {', '.join(CALL_OPTIONS)}")
-        budget = overrides.get("max_new_tokens", self.max_new_tokens)
-        if not isinstance(budget, int) or budget < 1:
-            raise OptionError(f"max_new_tokens must be an integer >= 1, got {budget!r}")
+        budget = check_budget(overrides.get("max_new_tokens", self.max_new_tokens))
         sampling = {name: overrides[name] for name in SAMPLING_OPTIONS if name in overrides}
         return budget, dataclasses.replace(self.sampling, **sampling) if sampling else self.sampling
 
@@ -491,9 +486,7 @@ class CaDGenerator(SteerableGenerator):
                     constraint.end()  # the forced text is over
                     break
                 if token is None or (allowed is not None and not bool(allowed[token])):
-                    raise ForcedProgramError(
-                        f"forced program rejected by the constraint at offset {len(constraint.text)} "
-                        f"(after {constraint.text[-40:]!r}): next token {token!r} is not allowed")
+                    raise forced_rejected(constraint.text, token)
             else:
                 token = sampler.choose_one(logits, allowed, seen)
             if trace is not None:
@@ -508,13 +501,8 @@ class CaDGenerator(SteerableGenerator):
             spliced = False
             while True:
                 yield new_ops, constraint
-                for op in new_ops:
-                    if self.splice and isinstance(op, (Copy, CopyTokens)):
-                        span = self.view.span_ids(op)
-                        context += span
-                        stats.copied_tokens += len(span)
-                        stats.splices += 1
-                        spliced = True
+                if self.splice and self.view.splice(new_ops, context, stats):
+                    spliced = True
                 run = constraint.forced() if self.fast_forward and not constraint.done else []
                 run = run[:max(0, max_new_tokens - stats.program_tokens)]
                 if not run:

@@ -23,7 +23,7 @@ import jinja2.meta
 
 from ..adapters import check_style
 from ..language.snippets import update_instruction
-from ..errors import InputError
+from ..errors import PromptError
 
 #: The variables a :class:`PromptTemplate` may use.
 TEMPLATE_VARIABLES = ("instruction", "format", "document")
@@ -32,10 +32,6 @@ REQUIRED_VARIABLES = ("instruction", "document")
 
 Message = Mapping[str, str]
 Prompt = Union[str, Sequence[Message], Any]  # Any: outlines.inputs.Chat
-
-
-class PromptError(InputError):
-    """A prompt or prompt template that cannot be used; the message says what and where."""
 
 
 def trained_style(hf_model: Any) -> str:

@@ -9,33 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import InputError, ModelOutputError
+# The loop's errors live in cad_outlines.errors; re-exported here, their old home.
+from ..errors import ContextLengthError, ForcedProgramError, IncompleteProgramError, UnsupportedModelError
 from ..language.program import Op
 
 __all__ = ["CaDResult", "CaDStats", "ContextLengthError", "ForcedProgramError", "IncompleteProgramError",
            "ProgressCallback", "UnsupportedModelError", "check_model"]
-
-
-class IncompleteProgramError(ModelOutputError, RuntimeError):
-    """The run stopped before ``</program>`` (``result.stats.stop_reason`` says why: the
-    token budget, the gen cap or the model's context); ``.result`` holds the complete ops."""
-
-    _WHY = {"max_gen_tokens": "a gen body reached max_gen_tokens",
-            "context": "the model's context (max_position_embeddings) ran out"}
-
-    def __init__(self, result: "CaDResult"):
-        self.result = result
-        why = self._WHY.get(result.stats.stop_reason, "max_new_tokens ran out")
-        super().__init__(f"{why} after {len(result.ops)} complete op(s); no edited document was produced"
-                         + (" (raise max_new_tokens)" if why.startswith("max_new") else ""))
-
-
-class ForcedProgramError(InputError):
-    """A forced program that the document's constraint rejects."""
-
-
-class ContextLengthError(InputError):
-    """A prompt that does not fit the model's context (``max_position_embeddings``)."""
 
 
 def context_limit(runner: Any, prompt_tokens: int, document_chars: int) -> int | None:
@@ -114,10 +93,6 @@ class CaDResult:
 
 #: A progress display: called with the live stats (see :meth:`CaDGenerator.run`).
 ProgressCallback = Callable[["CaDStats"], None]
-
-
-class UnsupportedModelError(InputError, TypeError):
-    """A model the generator cannot drive; the message names the supported kind."""
 
 
 def check_model(model: Any) -> None:

@@ -8,9 +8,11 @@ and :class:`ObservedRunner` wraps any runner so that a benchmark can count and c
 forwards without subclassing a generator.
 
 The CaD loop (:mod:`cad_outlines.decoding.generator`) appends ids to one sequence
-(:meth:`Runner.forward`); DCCD (:mod:`cad_outlines.decoding.dccd`) decodes a left-padded batch
-(:meth:`Runner.forward_batch`); ``bench kernel`` times :meth:`Runner.forward_tensor`. All go
-through the same object, so an :class:`ObservedRunner` sees every forward.
+(:meth:`Runner.forward`): that is all a runner must offer. DCCD (:mod:`cad_outlines.decoding.dccd`)
+decodes a left-padded batch (:meth:`BatchRunner.forward_batch`) and ``bench kernel`` times
+:meth:`BatchRunner.forward_tensor`: the sub-protocol :class:`BatchRunner` adds those two.
+:class:`TransformersRunner` and :class:`ObservedRunner` implement both, so an observed runner
+sees every forward of either kind.
 """
 
 from __future__ import annotations
@@ -42,6 +44,12 @@ class Runner(Protocol):
     def crop(self, cache: Any, n: int) -> None:
         """Drop the last ``n`` tokens from ``cache``."""
 
+
+@runtime_checkable
+class BatchRunner(Runner, Protocol):
+    """A :class:`Runner` that also runs raw tensor forwards: DCCD's padded batches and
+    ``bench kernel``'s timed forwards (the decode loop needs neither)."""
+
     def forward_batch(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                       position_ids: torch.Tensor, cache: Any) -> tuple[torch.Tensor, Any]:
         """One forward of a (left-padded) batch: the last position's logits and the cache
@@ -54,7 +62,7 @@ class Runner(Protocol):
 
 
 class TransformersRunner:
-    """:class:`Runner` for a transformers 5 causal LM (``DynamicCache``; ``cache=`` or ``past_key_values=``).
+    """:class:`BatchRunner` for a transformers 5 causal LM (``DynamicCache``; ``cache=`` or ``past_key_values=``).
 
     Parameters
     ----------
@@ -180,6 +188,9 @@ class TransformersRunner:
 class ObservedRunner:
     """A runner that reports every forward to ``observer(width, rows, seconds)``.
 
+    A :class:`BatchRunner` when ``inner`` is one (its batch and tensor forwards are
+    observed too); a plain :class:`Runner` otherwise.
+
     Benchmarks count forwards and their widths, or clock them, by wrapping the runner a
     generator uses (``CaDGenerator(..., runner=ObservedRunner(runner, observe))``);
     nothing in the decode loop knows it is observed.
@@ -221,15 +232,21 @@ class ObservedRunner:
     def crop(self, cache: Any, n: int) -> None:
         self.inner.crop(cache, n)
 
+    def _batch(self) -> BatchRunner:
+        if not isinstance(self.inner, BatchRunner):
+            raise TypeError(f"{type(self.inner).__name__} is a Runner, not a BatchRunner: "
+                            "it runs no batch or tensor forwards")
+        return self.inner
+
     def forward_batch(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                       position_ids: torch.Tensor, cache: Any) -> tuple[torch.Tensor, Any]:
         clock = self.clock()
-        out = self.inner.forward_batch(input_ids, attention_mask, position_ids, cache)
+        out = self._batch().forward_batch(input_ids, attention_mask, position_ids, cache)
         self.observer(int(input_ids.shape[1]), int(input_ids.shape[0]), self.clock() - clock)
         return out
 
     def forward_tensor(self, input_ids: torch.Tensor, cache: Any, keep: int) -> torch.Tensor:
         clock = self.clock()
-        out = self.inner.forward_tensor(input_ids, cache, keep)
+        out = self._batch().forward_tensor(input_ids, cache, keep)
         self.observer(int(input_ids.shape[1]), keep, self.clock() - clock)
         return out

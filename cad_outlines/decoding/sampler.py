@@ -36,11 +36,7 @@ import torch
 from transformers import (LogitsProcessorList, MinPLogitsWarper, RepetitionPenaltyLogitsProcessor,
                           TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper)
 
-from ..errors import InputError
-
-
-class OptionError(InputError):
-    """A generation option with a value outside its range; the message names it."""
+from ..errors import OptionError
 
 
 @dataclass(frozen=True)

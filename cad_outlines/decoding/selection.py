@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence, Union
 
+from ..errors import OptionError
 from .alpha import AlphaTrace
 
 __all__ = ["Candidate", "DCCDResult", "Selector", "check_selector", "select"]
@@ -147,7 +148,7 @@ def select(candidates: Sequence[Candidate], selector: Selector, prompt: str = ""
         The user prompt, passed to a callable verifier.
     """
     if not candidates:
-        raise ValueError("select() needs at least one candidate")
+        raise OptionError("select() needs at least one candidate")
     if callable(selector):
         keys = []
         for c in candidates:
@@ -175,7 +176,7 @@ def select(candidates: Sequence[Candidate], selector: Selector, prompt: str = ""
             c.score = float(counts[_vote_key(c.value)]) if ok else 0.0
             keys.append((c.score, c.trace.sum_log_alpha))
     else:
-        raise ValueError(
+        raise OptionError(
             f"unknown selector {selector!r}; use one of {', '.join(_SELECTORS)} or a callable")
     best = 0
     for i, c in enumerate(candidates):
@@ -186,8 +187,8 @@ def select(candidates: Sequence[Candidate], selector: Selector, prompt: str = ""
 
 
 def check_selector(selector: Selector) -> Selector:
-    """``selector`` itself, or a ValueError naming the known selectors."""
+    """``selector`` itself, or an OptionError (a ValueError) naming the known selectors."""
     if not callable(selector) and selector not in _SELECTORS:
-        raise ValueError(
+        raise OptionError(
             f"unknown selector {selector!r}; use one of {', '.join(_SELECTORS)} or a callable")
     return selector

@@ -27,7 +27,8 @@ from vllm import SamplingParams
 from vllm.v1.sample.logits_processor import AdapterLogitsProcessor
 
 from ..decoding.compiling import CompiledGrammar, compile_grammar
-from ..decoding.constraint import CopyIndices, ProgramConstraint
+from ..decoding.constraint import ProgramConstraint
+from ..decoding.document import copy_indices
 
 #: The key of a CaD request's arguments in ``SamplingParams.extra_args``.
 EXTRA_KEY = "cad"
@@ -93,8 +94,8 @@ class _RequestConstraint:
     """
 
     def __init__(self, compiled: CompiledGrammar | None, args: dict[str, Any]):
-        indices = (CopyIndices.for_token_count(compiled.upper, args["inside"])
-                   if compiled is not None and args.get("inside") else None)
+        indices = (copy_indices(compiled.granularity, compiled.upper, args.get("inside", ()))
+                   if compiled is not None else None)
         self.constraint = ProgramConstraint(compiled, indices) if compiled is not None else None
         self.eos = args["eos"]
         self.force: list[int] | None = args.get("force")

@@ -39,7 +39,6 @@ import asyncio
 import itertools
 import os
 import time
-from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
 try:
@@ -57,22 +56,20 @@ from ..decoding.constraint import ProgramConstraint
 from ..decoding.document import DocumentView
 from ..decoding.prompts import style_for
 from ..decoding.sampler import OptionError, SamplingOptions
-from ..decoding.forcing import forced_ids
-from ..decoding.results import CaDResult, CaDStats, ForcedProgramError, IncompleteProgramError
+from ..decoding.defaults import DEFAULT_MAX_NEW_TOKENS, check_budget, check_layout, check_request
+from ..decoding.forcing import forced_ids, forced_rejected
+from ..decoding.results import CaDResult, IncompleteProgramError
 from ..language.grammar import Granularity
-from ..language.program import Copy, CopyTokens, Op
+from ..language.program import Op
 from ._vllm_processor import EXTRA_KEY, CaDLogitsProcessor
-from ..errors import CaDError
+from ..errors import EngineSetupError, ResolveError
+from ._vllm_stats import VLLMStats
 
 __all__ = ["CaDLogitsProcessor", "EngineSetupError", "VLLMEditor", "VLLMStats", "aedit_many",
            "edit_many", "load"]
 
 #: What ends one request: a copy tag's close (a splice follows) or the program's end.
 STOP_STRINGS = [syntax.COPY_CLOSE, syntax.PROGRAM_CLOSE]
-
-
-class EngineSetupError(CaDError, RuntimeError):
-    """The vLLM engine cannot run CaD edits as configured (the message says what to change)."""
 
 
 def load(model: str, *, async_engine: bool = False, **engine_kwargs: Any) -> "LLM | AsyncLLM":
@@ -103,53 +100,6 @@ def load(model: str, *, async_engine: bool = False, **engine_kwargs: Any) -> "LL
 
         return AsyncLLM.from_engine_args(AsyncEngineArgs(model=model, **kwargs))
     return LLM(model=model, **kwargs)
-
-
-@dataclass
-class VLLMStats(CaDStats):
-    """:class:`~cad_outlines.decoding.generator.CaDStats` plus what only a serving engine reports.
-
-    On vLLM every program token is decoded (``forced_tokens`` stays 0: vLLM has no
-    fast-forward), ``forward_passes`` counts the engine steps that produced one of this
-    edit's tokens (the first token of each request comes from its prefill), and
-    ``prefill_seconds`` is the first request's time to its first token.
-
-    Attributes
-    ----------
-    requests
-        Requests the edit took: one, plus one per splice (plus one per stop string
-        ``"/>`` that occurred inside new text).
-    prompt_tokens_cached, prompt_tokens_computed
-        Prompt tokens over all requests whose KV came from the prefix cache, and those
-        prefilled.
-    splice_reusable_tokens
-        For each continuation request, the tokens whose KV an earlier request computed
-        (its whole context but the last sampled token), summed: what a splice could
-        reuse, before block granularity.
-    splice_reusable_block_tokens
-        The same, each request's count rounded down to whole KV blocks: what the prefix
-        cache can serve at most (it caches full blocks only).
-    splice_cached_tokens
-        Of the continuation requests' prompt tokens, those the prefix cache served.
-    splice_computed_tokens
-        Of the continuation requests' prompt tokens, those prefilled (the spans, and the
-        last partial block of each previous context).
-    first_token_seconds
-        Time from submitting each request to its first token.
-    decode_seconds
-        Time from each request's first token to its end, summed.
-    """
-
-    requests: int = 0
-    prompt_tokens_cached: int = 0
-    prompt_tokens_computed: int = 0
-    splice_reusable_tokens: int = 0
-    splice_reusable_block_tokens: int = 0
-    splice_cached_tokens: int = 0
-    splice_computed_tokens: int = 0
-    first_token_seconds: list[float] = field(default_factory=list)
-    decode_seconds: float = 0.0
-    constraint_seconds: float = 0.0  # the driver's own constraint: advancing it, finding splices
 
 
 class VLLMEditor:
@@ -190,15 +140,13 @@ class VLLMEditor:
     """
 
     def __init__(self, engine: Any, *, granularity: Granularity = "lines",
-                 max_new_tokens: int = 2048, temperature: float = 0.0, top_p: float = 1.0,
+                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, temperature: float = 0.0, top_p: float = 1.0,
                  seed: int | None = None, mode: Literal["strict", "clipped"] = "strict",
                  adapter: str | Adapter | None = None, prompt_style: str | None = None, **sampling: Any):
-        if granularity not in ("lines", "tokens"):
-            raise ValueError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        # The loop's checks and messages; then refuse what this driver cannot honour (the
+        # The loop's checks and messages (granularity, mode, budget, sampling); then refuse what this driver cannot honour (the
         # transformers loop applies these after the mask; here vLLM's sampler would not).
+        check_request(granularity, mode)
+        check_budget(max_new_tokens)
         options = SamplingOptions(temperature=temperature, top_p=top_p, seed=seed, **sampling)
         unsupported = [name for name in sampling if getattr(options, name) != getattr(SamplingOptions(), name)]
         if unsupported:
@@ -252,7 +200,7 @@ class VLLMEditor:
 
     def run_many(self, edits: Sequence[tuple[str, str]], *,
                  force_programs: Sequence[str | Sequence[Op] | None] | None = None,
-                 progress: bool = True) -> list[CaDResult]:
+                 progress: bool = True, return_exceptions: bool = False) -> list[Any]:
         """Run all ``(document, instruction)`` edits concurrently on the engine.
 
         Parameters
@@ -266,19 +214,34 @@ class VLLMEditor:
             :class:`~cad_outlines.decoding.generator.ForcedProgramError`.
         progress
             Show a progress bar of finished edits.
+        return_exceptions
+            As for :func:`asyncio.gather`: a complete program whose copies do not resolve
+            (:class:`~cad_outlines.errors.ResolveError`) takes its edit's place in the list
+            instead of being raised, so the other edits keep their results.
 
         Returns
         -------
         list[CaDResult]
             In the order of ``edits``; an incomplete program has ``document`` None.
         """
+        return self._drive(self._sessions(edits, force_programs), progress, return_exceptions)
+
+    async def arun_many(self, edits: Sequence[tuple[str, str]], *,
+                        force_programs: Sequence[str | Sequence[Op] | None] | None = None,
+                        progress: bool = True, return_exceptions: bool = False) -> list[Any]:
+        """:meth:`run_many` on an ``AsyncLLM``, as a coroutine (inside a running event loop)."""
+        if not isinstance(self.engine, AsyncLLM):
+            raise EngineSetupError("arun_many needs an AsyncLLM engine; use run_many with an LLM")
+        return await self._adrive_all(self._sessions(edits, force_programs), progress, return_exceptions)
+
+    def _sessions(self, edits: Sequence[tuple[str, str]],
+                  force_programs: Sequence[str | Sequence[Op] | None] | None) -> list["_Session"]:
         forced = _per_edit(force_programs, edits, "forced programs")
-        return self._drive([_Session(self, doc, instruction, force)
-                            for (doc, instruction), force in zip(edits, forced)], progress)
+        return [_Session(self, doc, instruction, force) for (doc, instruction), force in zip(edits, forced)]
 
     def regenerate_many(self, edits: Sequence[tuple[str, str]], *,
                         targets: Sequence[str | None] | None = None,
-                        progress: bool = True) -> list[CaDResult]:
+                        progress: bool = True, layout: Literal["plain", "program"] = "plain") -> list[CaDResult]:
         """The baseline: the same prompts, the whole edited document typed token by token.
 
         One unconstrained request per edit, ending at end-of-sequence (or
@@ -288,24 +251,29 @@ class VLLMEditor:
         Parameters
         ----------
         edits
-            The documents and instructions (the prompt is the one :meth:`run_many` uses).
+            The documents and instructions.
         targets
             One text per edit (or ``None``) to teacher-force instead of choosing tokens,
             e.g. the gold document; ``result.document`` is then the regenerated text.
         progress
             Show a progress bar of finished edits.
+        layout
+            ``"plain"`` (the default, as on transformers): the instruction and the file as it
+            is (``Adapter.plain_prompt_ids``); ``"program"``: the prompt :meth:`run_many` uses.
         """
+        check_layout(layout)
         forced = _per_edit(targets, edits, "targets")
-        return self._drive([_RegenSession(self, doc, instruction, target)
+        return self._drive([_RegenSession(self, doc, instruction, target, layout)
                             for (doc, instruction), target in zip(edits, forced)], progress)
 
     # -- transports -------------------------------------------------------------------
 
-    def _drive(self, sessions: list["_Session | _RegenSession"], progress: bool) -> list[CaDResult]:
+    def _drive(self, sessions: list["_Session | _RegenSession"], progress: bool,
+               return_exceptions: bool = False) -> list[Any]:
         if isinstance(self.engine, AsyncLLM):
-            return _run_coroutine(self._adrive_all(sessions, progress))
+            return _run_coroutine(self._adrive_all(sessions, progress, return_exceptions))
         self._step_loop(sessions, progress)
-        return [session.result() for session in sessions]
+        return [_result(session, return_exceptions) for session in sessions]
 
     def _step_loop(self, sessions: list["_Session | _RegenSession"], progress: bool) -> None:
         """Drive an offline ``LLM``: each session's next request enters as its last ends."""
@@ -353,6 +321,10 @@ class VLLMEditor:
 
     async def _adrive(self, session: "_Session | _RegenSession") -> CaDResult:
         """Drive one session on an ``AsyncLLM``: its requests one after another."""
+        await self._adrive_requests(session)
+        return session.result()
+
+    async def _adrive_requests(self, session: "_Session | _RegenSession") -> None:
         while (request := session.next_request()) is not None:
             prompt, params = request
             start = time.perf_counter()
@@ -365,16 +337,15 @@ class VLLMEditor:
                 final = output
             session.stats.decode_seconds += time.perf_counter() - (first or start)
             session.feed(final)
-        return session.result()
 
     async def _adrive_all(self, sessions: list["_Session | _RegenSession"],
-                          progress: bool) -> list[CaDResult]:
+                          progress: bool, return_exceptions: bool = False) -> list[Any]:
         bar = _progress(len(sessions), progress)
 
-        async def one(session: _Session | _RegenSession) -> CaDResult:
-            result = await self._adrive(session)
+        async def one(session: _Session | _RegenSession) -> Any:
+            await self._adrive_requests(session)
             bar.update(1)
-            return result
+            return _result(session, return_exceptions)
 
         try:
             return list(await asyncio.gather(*(one(session) for session in sessions)))
@@ -418,7 +389,7 @@ class _Session:
             return self._finish()
         budget = self.editor.max_new_tokens - len(self.program_ids)
         if budget <= 0:
-            self.stats.stopped_early = True
+            self.stats.stopped_early, self.stats.stop_reason = True, "max_new_tokens"
             return self._finish()
         args: dict[str, Any] = {"upper": self.upper, "granularity": self.granularity,
                                 "replay": list(self.program_ids), "eos": self.adapter.eos_token_id}
@@ -463,19 +434,12 @@ class _Session:
         self.context += ids
         stats.decoded_tokens += len(ids)
         self._previous_context = len(self.context) - 1  # the last sampled token has no KV yet
-        for op in new_ops:
-            if isinstance(op, (Copy, CopyTokens)):
-                span = self.view.span_ids(op)
-                self.context += span
-                stats.copied_tokens += len(span)
-                stats.splices += 1
+        self.view.splice(new_ops, self.context, stats)
         if ended and not self.constraint.done:
             # The processor allowed only end-of-sequence: the constraint could not go on.
             self._over = True
             if self.forced is not None:
-                raise ForcedProgramError(
-                    f"forced program rejected by the constraint at offset {len(self.constraint.text)} "
-                    f"(after {self.constraint.text[-40:]!r})")
+                raise forced_rejected(self.constraint.text)
 
     def _finish(self) -> None:
         """Mark the edit over: its latency ends here (not when the last edit ends)."""
@@ -496,10 +460,12 @@ class _Session:
 class _RegenSession:
     """The regeneration baseline: one unconstrained request per edit (``_Session``'s interface)."""
 
-    def __init__(self, editor: VLLMEditor, document: str, instruction: str, target: str | None):
+    def __init__(self, editor: VLLMEditor, document: str, instruction: str, target: str | None,
+                 layout: str = "plain"):
         self.editor = editor
         self.adapter = adapter = editor.adapter
-        prompt = adapter.prompt_ids(document, instruction, editor.granularity, style=editor.prompt_style)
+        prompt = (adapter.plain_prompt_ids(document, instruction) if layout == "plain" else
+                  adapter.prompt_ids(document, instruction, editor.granularity, style=editor.prompt_style))
         self.prompt = prompt
         eos = adapter.eos_token_id
         self.forced = adapter.encode(target) + [eos] if target is not None else None
@@ -535,6 +501,7 @@ class _RegenSession:
             ids.pop()
         stats.decoded_tokens += len(ids)
         stats.stopped_early = not self._ended
+        stats.stop_reason = "" if self._ended else "max_new_tokens"
         self.text = self.adapter.decode(ids)
 
     def result(self) -> CaDResult:
@@ -546,31 +513,41 @@ class _RegenSession:
 
 def edit_many(editor: VLLMEditor, edits: Sequence[tuple[str, str]], *,
               force_programs: Sequence[str | Sequence[Op] | None] | None = None,
-              progress: bool = True) -> list[CaDResult]:
+              progress: bool = True, return_exceptions: bool = False) -> list[Any]:
     """Run ``(document, instruction)`` edits concurrently on ``editor``'s engine.
 
     All edits share the engine's batches; each edit's continuation request is submitted
     as soon as its previous request finishes. See :meth:`VLLMEditor.run_many`.
     """
-    return editor.run_many(edits, force_programs=force_programs, progress=progress)
+    return editor.run_many(edits, force_programs=force_programs, progress=progress,
+                           return_exceptions=return_exceptions)
 
 
 async def aedit_many(editor: VLLMEditor, edits: Sequence[tuple[str, str]], *,
                      force_programs: Sequence[str | Sequence[Op] | None] | None = None,
-                     progress: bool = True) -> list[CaDResult]:
+                     progress: bool = True, return_exceptions: bool = False) -> list[Any]:
     """:func:`edit_many` as a coroutine (``AsyncLLM`` engines, inside a running event loop)."""
     if not isinstance(editor.engine, AsyncLLM):
         raise EngineSetupError("aedit_many needs an AsyncLLM engine; use edit_many with an LLM")
-    forced = _per_edit(force_programs, edits, "forced programs")
-    return await editor._adrive_all([_Session(editor, doc, instruction, force)
-                                     for (doc, instruction), force in zip(edits, forced)], progress)
+    return await editor.arun_many(edits, force_programs=force_programs, progress=progress,
+                                  return_exceptions=return_exceptions)
+
+
+def _result(session: "_Session | _RegenSession", return_exceptions: bool) -> Any:
+    """The session's result; with ``return_exceptions``, its ResolveError instead of raising it."""
+    try:
+        return session.result()
+    except ResolveError as err:
+        if not return_exceptions:
+            raise
+        return err
 
 
 def _per_edit(values: Sequence[Any] | None, edits: Sequence[Any], what: str) -> list[Any]:
     if values is None:
         return [None] * len(edits)
     if len(values) != len(edits):
-        raise ValueError(f"{len(values)} {what} for {len(edits)} edits")
+        raise OptionError(f"{len(values)} {what} for {len(edits)} edits")
     return list(values)
 
 

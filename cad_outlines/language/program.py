@@ -17,9 +17,9 @@ from typing import Sequence, Union
 import lark
 
 from . import escape
-from ..errors import InputError
+from ..errors import InputError, ProgramParseError
 from .grammar import Granularity, load_grammar
-from .syntax import (COPY_START, COPY_TAG_RE, GEN_CLOSE, GEN_OPEN, PROGRAM_CLOSE, PROGRAM_OPEN,
+from .syntax import (COPY_OPEN, COPY_START, COPY_TAG_RE, GEN_CLOSE, GEN_OPEN, PROGRAM_CLOSE, PROGRAM_OPEN,
                      copy_tag)
 
 
@@ -47,24 +47,6 @@ class Gen:
 
 
 Op = Union[Copy, CopyTokens, Gen]
-
-
-class ProgramParseError(InputError):
-    """Program text that does not parse.
-
-    Attributes
-    ----------
-    offset
-        Character offset of the error in the program text.
-    expected
-        Sorted names of what the grammar would have accepted there.
-    """
-
-    def __init__(self, message: str, offset: int, expected: Sequence[str] = ()):
-        self.offset = offset
-        self.expected = sorted(expected)
-        detail = f" (expected one of: {', '.join(self.expected)})" if self.expected else ""
-        super().__init__(f"{message} at offset {offset}{detail}")
 
 
 @lru_cache(maxsize=None)
@@ -121,6 +103,35 @@ def _index(token: lark.Token) -> int:
     except ValueError:  # over sys.get_int_max_str_digits() digits (4,300 by default)
         raise ProgramParseError(f"copy index of {len(token)} digits is too long",
                                 token.start_pos) from None
+
+
+@dataclass(frozen=True)
+class ProgramFile:
+    """A program as read from a file: the text the loop forces, its ops, its granularity."""
+
+    text: str
+    ops: list[Op]
+    granularity: Granularity
+
+
+def read_program(text: str, source: str, granularity: Granularity | None = None) -> ProgramFile:
+    """The one rule for a program held in a file (``apply PROGRAM``, ``edit --force-program``).
+
+    Trailing whitespace is not part of the program: every file an editor or ``echo``
+    writes ends in a newline, and nothing may follow ``</program>``. ``granularity``
+    ``None`` reads it off the copy tags (gen bodies are escaped, so a copy opener can only
+    be an op). A parse error is an :class:`InputError` naming ``source``, line and column.
+    """
+    text = text.rstrip()
+    if granularity is None:
+        granularity = "tokens" if COPY_OPEN["tokens"] in text else "lines"
+    try:
+        ops = parse(text, granularity)
+    except ProgramParseError as err:
+        line = text.count("\n", 0, err.offset) + 1
+        column = err.offset - (text.rfind("\n", 0, err.offset) + 1) + 1
+        raise InputError(f"{source}: line {line}, column {column}: {err}") from None
+    return ProgramFile(text, ops, granularity)
 
 
 def render_op(op: Op) -> str:

@@ -52,31 +52,11 @@ from __future__ import annotations
 import warnings
 from typing import Literal, Optional, Sequence
 
-from ..errors import InputError
+from ..errors import ResolveError
 from .program import Copy, CopyTokens, Gen, Op
 from .syntax import split_lines
 
 Mode = Literal["strict", "clipped"]
-
-
-class ResolveError(InputError):
-    """An op that cannot be resolved against the document.
-
-    Attributes
-    ----------
-    op_index
-        0-based index of the offending op in the program.
-    op
-        The op itself.
-    problem
-        What is wrong, e.g. ``"line range 3-9 is outside the document's lines 1-5"``.
-    """
-
-    def __init__(self, op_index: int, op: object, problem: str):
-        self.op_index = op_index
-        self.op = op
-        self.problem = problem
-        super().__init__(f"op {op_index} {op!r}: {problem}")
 
 
 class ResolveWarning(UserWarning):

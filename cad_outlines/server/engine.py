@@ -26,7 +26,7 @@ from ..adapters import get_adapter
 from ..decoding.generator import CaDGenerator, IncompleteProgramError
 from ..decoding.results import ContextLengthError
 from ..decoding.runner import TransformersRunner
-from ..errors import InputError
+from ..errors import InputError, RequestCancelled
 from ..language import syntax
 from ..language.program import Copy
 from .protocol import APIError, ChatRequest, usage
@@ -35,10 +35,6 @@ log = logging.getLogger("cad_outlines.server")
 
 #: Generators kept, by document (an edit of the same file reuses its view and grammar).
 GENERATOR_CACHE = 8
-
-
-class Cancelled(Exception):
-    """Raised inside a decode whose client has gone; the worker drops the job."""
 
 
 @dataclass
@@ -68,7 +64,7 @@ class Job:
     def check(self, _stats: Any = None) -> None:
         """Stop the decode if the client has gone (a ``progress`` callback)."""
         if self.cancel.is_set():
-            raise Cancelled
+            raise RequestCancelled
 
 
 def api_error(err: BaseException) -> APIError:
@@ -149,7 +145,7 @@ class Engine:
             return  # its client left while it waited
         try:
             outcome = self._edit(job) if job.request.kind == "edit" else self._chat(job)
-        except Cancelled:
+        except RequestCancelled:
             return
         except Exception as err:  # noqa: BLE001 - every error becomes an answer, never a dead worker
             job.emit("error", api_error(err))
@@ -278,4 +274,4 @@ class _Deltas:
         pass
 
 
-__all__ = ["Cancelled", "Engine", "Job", "Outcome", "api_error"]
+__all__ = ["RequestCancelled", "Engine", "Job", "Outcome", "api_error"]

@@ -17,6 +17,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..errors import APIError  # noqa: F401  (re-exported: the server answers with it)
+
 #: Fields the server reads; other fields of OpenAI's schema are refused when they ask for
 #: something it does not do (:data:`_UNSUPPORTED`), and ignored otherwise (``user``, ``store``).
 _UNSUPPORTED = ("tools", "tool_choice", "functions", "function_call", "response_format", "logit_bias",
@@ -27,19 +29,6 @@ SEED_LIMIT = 2 ** 63
 _APPLY_TAG = re.compile(r"<(instruction|code|update)>(.*?)</\1>", re.S)
 
 Kind = Literal["edit", "chat"]
-
-
-class APIError(Exception):
-    """An error answered as OpenAI's error object, with its HTTP status."""
-
-    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None):
-        super().__init__(message)
-        self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
-
-    def body(self) -> dict[str, Any]:
-        """``{"error": {"message", "type", "param", "code"}}``."""
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
 
 def bad(message: str, param: str | None = None, code: str | None = None) -> APIError:

@@ -1,1 +1,1 @@
-"""Around the loop: corpora, files, presets, the copy ceiling, diffs, the demo, SFT rows and the text-only (chat reply) path."""
+"""The product workflow around the loop: the edit workflow, model presets and real weights, diffs, the demo, devices and the text-only (chat reply) path."""

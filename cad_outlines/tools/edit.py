@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
 
+from ..decoding.defaults import DEFAULT_MAX_NEW_TOKENS
 from ..errors import InputError
 from .diffs import line_summary
 
-__all__ = ["EditOptions", "EditOutcome", "check_forced", "edit_with_transformers", "edit_with_vllm",
-           "judge", "load_forward_cost", "load_model"]
+__all__ = ["EditJob", "EditOptions", "EditOutcome", "check_forced", "edit_with_transformers", "edit_with_vllm",
+           "judge", "load_forward_cost", "load_model", "run_edit"]
 
 Status = Callable[[str], None]
 
@@ -30,12 +31,71 @@ class EditOptions:
     """What every file of one ``edit`` run is decoded with."""
 
     granularity: str = "lines"
-    max_new_tokens: int = 2048
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int = 0
     forward_cost: Any = None  # a ForwardCost (transformers only): drafts cut to what pays
     allow_deletion: bool = False  # accept an edit that leaves under half the lines
+
+
+@dataclass(frozen=True)
+class EditJob:
+    """One ``edit`` run: the files, the instruction, the model and how to decode them.
+
+    ``force_program`` and ``forward_cost_file`` are paths, read (and checked) by
+    :func:`run_edit` before the model loads; the cost curve becomes ``options.forward_cost``.
+    """
+
+    documents: dict[str, str]  # file name -> its text
+    instruction: str
+    options: EditOptions = field(default_factory=EditOptions)
+    engine: str = "transformers"  # or "vllm"
+    model: str | None = None  # a model folder, or a .gguf file (transformers)
+    preset: str | None = None  # a preset name instead of ``model`` (transformers)
+    device: str = "cpu"
+    dtype: str = "float32"
+    force_program: str | None = None  # a program file to teacher-force (tests, benchmarks)
+    forward_cost_file: str | None = None  # transformers: drafts cut to what pays for their width
+    engine_args: dict[str, Any] = field(default_factory=dict)  # vLLM's engine arguments
+
+
+#: Both engine branches refuse a cost curve on vLLM with this message.
+_NO_COST_ON_VLLM = "--forward-cost is for --engine transformers (vLLM drafts nothing)"
+
+
+def run_edit(job: EditJob, *, progress: bool = False, status: Status = _quiet) -> Iterable[EditOutcome]:
+    """The ``edit`` workflow: check the job, load its model, decode every file and judge it.
+
+    Everything that can be wrong with the input (engine and model, the forced program,
+    the cost curve) fails here before any model loads. On transformers the outcomes come
+    one file at a time as each is decoded; on vLLM all at once.
+    """
+    if job.engine == "vllm":
+        if job.preset:
+            raise InputError("--engine vllm needs --model DIR (a model folder vLLM loads; "
+                             "cad_outlines.tools.models.save writes one from a preset)")
+        if job.forward_cost_file:
+            raise InputError(_NO_COST_ON_VLLM)
+    granularity = job.options.granularity
+    forced = (check_forced(job.force_program, _read(job.force_program), job.documents, granularity)
+              if job.force_program else None)
+    options = job.options
+    if job.forward_cost_file:
+        options = dataclasses.replace(options, forward_cost=load_forward_cost(job.forward_cost_file))
+    if job.engine == "vllm":
+        assert job.model is not None
+        return edit_with_vllm(job.model, job.documents, job.instruction, options, forced=forced,
+                              engine_args=job.engine_args, progress=progress, status=status)
+    model = load_model(preset=job.preset, model=job.model, device=job.device, dtype=job.dtype, status=status)
+    return edit_with_transformers(model, job.documents, job.instruction, options, forced=forced,
+                                  progress=progress)
+
+
+def _read(path: str) -> str:
+    from ..files import read_text
+
+    return read_text(path)
 
 
 @dataclass
@@ -90,21 +150,27 @@ def judge(name: str, document: str, result: Any, options: EditOptions) -> EditOu
     return EditOutcome(name, document, result, None, summary)
 
 
-def check_forced(path: str, text: str, documents: dict[str, str], granularity: str) -> None:
-    """A forced program parses and (line programs) fits every document, before the model loads."""
-    from ..language.program import ProgramParseError, parse
+def _unresolved(name: str, document: str, err: Exception) -> EditOutcome:
+    """The verdict on a complete program whose copies do not resolve (either engine)."""
+    return EditOutcome(name, document, None,
+                       f"{name}: the model's program does not resolve: {err}; nothing was written")
+
+
+def check_forced(path: str, text: str, documents: dict[str, str], granularity: str) -> str:
+    """The program to force: read as ``apply`` reads one (:func:`read_program`), checked to
+    fit every document (line programs) before the model loads."""
+    from ..language.program import read_program
     from ..language.resolver import ResolveError, resolve
 
-    try:
-        ops = parse(text, granularity)
-    except ProgramParseError as err:
-        raise InputError(f"--force-program {path}: {err}") from None
+    program = read_program(text, f"--force-program {path}", granularity)  # type: ignore[arg-type]
+    ops = program.ops
     if granularity == "lines":  # token programs need the model's tokenizer: checked by the loop
         for name, document in documents.items():
             try:
                 resolve(ops, document, "strict")
             except ResolveError as err:
                 raise InputError(f"--force-program {path} on {name}: {err}") from None
+    return program.text
 
 
 def load_forward_cost(path: str) -> Any:
@@ -157,8 +223,7 @@ def edit_with_transformers(model: Any, documents: dict[str, str], instruction: s
             try:
                 result = generator.run(instruction, force_program=forced, progress=bar)
             except ResolveError as err:  # a complete program whose copies do not resolve
-                yield EditOutcome(name, document, None,
-                                  f"{name}: the model's program does not resolve: {err}; nothing was written")
+                yield _unresolved(name, document, err)
                 continue
         yield judge(name, document, result, options)
 
@@ -166,14 +231,15 @@ def edit_with_transformers(model: Any, documents: dict[str, str], instruction: s
 def edit_with_vllm(model_dir: str, documents: dict[str, str], instruction: str, options: EditOptions, *,
                    forced: str | None = None, engine_args: dict[str, Any] | None = None,
                    progress: bool = False, status: Status = _quiet) -> list[EditOutcome]:
-    """All files as concurrent edits on one vLLM engine, started and shut down here."""
+    """All files as concurrent edits on one vLLM engine, started and shut down here; one
+    outcome per file, in order (a program that does not resolve spoils only its own file)."""
     from ..language.resolver import ResolveError
 
     if not os.path.isdir(model_dir):
         raise InputError(f"--model {model_dir}: directory does not exist (pass a local folder "
                          "vLLM can load; nothing is downloaded)")
     if options.forward_cost is not None:
-        raise InputError("--forward-cost is for --engine transformers (vLLM drafts nothing)")
+        raise InputError(_NO_COST_ON_VLLM)
     try:
         from ..engines import vllm as cad_vllm
     except ImportError as err:  # vLLM is optional; its message names the extra to install
@@ -193,14 +259,13 @@ def edit_with_vllm(model_dir: str, documents: dict[str, str], instruction: str, 
         editor = cad_vllm.VLLMEditor(llm, granularity=options.granularity, max_new_tokens=options.max_new_tokens,
                                      temperature=options.temperature, top_p=options.top_p,
                                      seed=options.seed if options.temperature > 0 else None)
-        try:
-            results = cad_vllm.edit_many(editor, [(document, instruction) for document in documents.values()],
-                                         force_programs=[forced] * len(documents), progress=progress)
-        except ResolveError as err:  # a complete program whose copies do not resolve
-            return [EditOutcome(name, document, None,
-                                f"the model's program does not resolve: {err}; nothing was written")
-                    for name, document in list(documents.items())[:1]]
+        # return_exceptions: a complete program whose copies do not resolve comes back as
+        # its ResolveError, in its file's place, and the other files keep their results.
+        results = cad_vllm.edit_many(editor, [(document, instruction) for document in documents.values()],
+                                     force_programs=[forced] * len(documents), progress=progress,
+                                     return_exceptions=True)
     finally:
         llm.llm_engine.engine_core.shutdown()
-    return [judge(name, document, result, options)
+    return [_unresolved(name, document, result) if isinstance(result, ResolveError)
+            else judge(name, document, result, options)
             for (name, document), result in zip(documents.items(), results)]

@@ -49,7 +49,9 @@ from ..language import escape, program
 from ..adapters._view import format_statement, number_lines, user_content
 from ..language.program import Copy, Gen, Op
 from ..language.resolver import ResolveError, ResolveWarning, resolve
-from ..errors import InputError
+# The reply errors live in cad_outlines.errors; re-exported here, their old home.
+from ..errors import (AmbiguousReplyError, CopyRangeError, MalformedProgramError, NoProgramError,  # noqa: F401
+                      ReplyError)
 from ..language.syntax import (COPY_ATTRIBUTE, COPY_OPEN, COPY_TAG, GEN_CLOSE, GEN_OPEN, GEN_TAG,
                                PROGRAM_CLOSE, PROGRAM_OPEN, PROGRAM_TAG, RANGE_SEPARATOR, copy_tag,
                                split_lines)
@@ -57,40 +59,6 @@ from ..language.syntax import (COPY_ATTRIBUTE, COPY_OPEN, COPY_TAG, GEN_CLOSE, G
 Mode = Literal["strict", "clipped"]
 
 # --- errors ---------------------------------------------------------------------------
-
-
-class ReplyError(InputError):
-    """A reply that yields no edited document.
-
-    Attributes
-    ----------
-    problem
-        What is wrong, in words.
-    offset
-        Character offset in the reply where it was found (``None``: the reply as a whole).
-    """
-
-    def __init__(self, problem: str, offset: int | None = None):
-        self.problem = problem
-        self.offset = offset
-        where = f" (reply offset {offset})" if offset is not None else ""
-        super().__init__(problem + where)
-
-
-class NoProgramError(ReplyError):
-    """The reply holds no ``<program>``."""
-
-
-class AmbiguousReplyError(ReplyError):
-    """The reply holds several programs that differ."""
-
-
-class MalformedProgramError(ReplyError):
-    """The program is there but cannot be read without guessing."""
-
-
-class CopyRangeError(ReplyError):
-    """A copy range the document does not have (strict mode)."""
 
 
 # --- prompt ---------------------------------------------------------------------------

@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 import zipfile
 from importlib import resources
 from pathlib import Path
@@ -295,6 +296,17 @@ def adapter_prompt_style(adapter: str | os.PathLike) -> str:
         raise InputError(f"{record}: not a training record ({type(err).__name__}: {err})") from None
 
 
+
+@contextlib.contextmanager
+def _no_checkpointing_notice() -> Iterator[None]:
+    """Hide the deprecation notice transformers prints when peft's wrapper reads
+    ``model.is_gradient_checkpointing``: noise before every real-preset run's output,
+    and nothing a user can act on. Only that warning, only here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`?is_gradient_checkpointing`? is deprecated",
+                                category=FutureWarning)
+        yield
+
 def load_real(name: str = "smollm2-135m", *, adapter: str | os.PathLike | None | bool = True,
               dtype: Any = None, device: Any = "cpu", progress: bool = False) -> tuple[Any, Any]:
     """``(hf_model, hf_tokenizer)`` of a real-weight preset, in eval mode.
@@ -330,7 +342,8 @@ def load_real(name: str = "smollm2-135m", *, adapter: str | os.PathLike | None |
 
         if not (Path(adapter) / "adapter_config.json").is_file():
             raise InputError(f"{adapter}: not a LoRA adapter folder (no adapter_config.json)")
-        model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+        with _no_checkpointing_notice():
+            model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
         # The prompt layout the adapter was trained on travels with the model, as its
         # generation defaults do; CaDGenerator(prompt_style=None) reads it.
         model.config.cad_prompt_style = adapter_prompt_style(adapter)

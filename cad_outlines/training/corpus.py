@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from ..errors import InputError
+from ..errors import CorpusError
 from ..files import read_text
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -30,24 +30,6 @@ class Case:
     doc: str
     gold: str
     meta: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-
-class CorpusError(InputError):
-    """A malformed corpus line.
-
-    Attributes
-    ----------
-    path
-        The corpus file.
-    line
-        1-based line number.
-    """
-
-    def __init__(self, path: PathLike, line: int, problem: str):
-        self.path = os.fspath(path)
-        self.line = line
-        self.problem = problem
-        super().__init__(f"{self.path}:{line}: {problem}")
 
 
 def parse_case(line_text: str, path: PathLike = "<corpus>", line: int = 1) -> Case:

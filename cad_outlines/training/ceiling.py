@@ -182,7 +182,7 @@ def ceiling(cases: Iterable[Case], tokenization: Tokenization, *,
     Parameters
     ----------
     cases
-        The edits (see :func:`cad_outlines.tools.corpus.load_corpus`).
+        The edits (see :func:`cad_outlines.training.corpus.load_corpus`).
     tokenization
         Token ids and byte pieces (an adapter from ``cad_outlines.adapters``, or
         :func:`load_tokenization`).

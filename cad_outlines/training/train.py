@@ -2,7 +2,7 @@
 
 Two layouts of the same edits, the same base, steps, order and seed:
 
-* ``cad``: the rows of :mod:`cad_outlines.tools.sft` (the adapter's prompt, the oracle
+* ``cad``: the rows of :mod:`cad_outlines.training.sft` (the adapter's prompt, the oracle
   program with each copy's spliced span after its tag, loss on program tokens);
 * ``regen``: the plain prompt (``Adapter.plain_prompt_ids``: the file as it is) and the
   whole edited file then the end token, loss on the answer.
@@ -183,7 +183,7 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
     ``log.jsonl`` (step, loss, tokens, CPU seconds) and, at the end, ``adapter/`` and
     ``record.json`` (config, data, loss curve summary). Returns the record.
     """
-    from .models import build
+    from ..tools.models import build
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -295,8 +295,8 @@ def load_records(paths: Sequence[str | os.PathLike]) -> dict[str, list[dict]]:
 def train_from_corpora(paths: Sequence[str | os.PathLike], cfg: TrainConfig, cases: int,
                        out: str | os.PathLike, *, log: Any = None, mix_version: int = 1) -> dict[str, Any]:
     """The shipped adapters' recipe: the corpora's train split made into ``cases`` edits
-    (``cfg.seed``) by :func:`~cad_outlines.tools.edits.make_mix` (``mix_version=1``:
-    8-24-line windows, one sentence per kind) or :func:`~cad_outlines.tools.edits.make_mix_v2`
+    (``cfg.seed``) by :func:`~cad_outlines.training.edits.make_mix` (``mix_version=1``:
+    8-24-line windows, one sentence per kind) or :func:`~cad_outlines.training.edits.make_mix_v2`
     (2: whole files, a person's words, lazy snippets, real commits), then :func:`train`."""
     from .edits import MixConfig, MixV2Config, make_mix, make_mix_v2
 

@@ -50,17 +50,13 @@ from .corpus import Case
 from ..files import atomic_write
 from ..language.grammar import Granularity
 from ..language.program import Op
-from ..errors import InputError
+from ..errors import SFTError
 
 #: Instruction used when a corpus record has no ``instruction`` field.
 DEFAULT_INSTRUCTION = "Apply the intended change to the document."
 
 #: Label of a position that carries no loss (the convention of transformers' losses).
 IGNORE = -100
-
-
-class SFTError(InputError):
-    """A case that cannot become a training row (the message names the case and why)."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,39 @@
+"""What every engine and entry point checks and defaults alike (no torch: the command
+line reads its defaults from here when it builds its parser).
+
+The transformers loop (:mod:`.generator`), the vLLM driver (:mod:`cad_outlines.engines.vllm`)
+and the ``edit`` workflow (:mod:`cad_outlines.tools.edit`) take their defaults and run
+their checks here, so a request means the same on every engine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import OptionError
+
+__all__ = ["DEFAULT_MAX_NEW_TOKENS", "check_budget", "check_layout", "check_request"]
+
+#: Budget of program tokens (decoded + forced; copied tokens are free) unless one is given.
+DEFAULT_MAX_NEW_TOKENS = 2048
+
+
+def check_budget(max_new_tokens: Any) -> int:
+    """``max_new_tokens`` itself, or an :class:`OptionError` naming it."""
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise OptionError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+    return max_new_tokens
+
+
+def check_request(granularity: Any, mode: Any) -> None:
+    """The program's granularity and the resolver mode, checked before any work."""
+    if granularity not in ("lines", "tokens"):
+        raise OptionError(f"granularity must be 'lines' or 'tokens', got {granularity!r}")
+    if mode not in ("strict", "clipped"):
+        raise OptionError(f"mode must be 'strict' or 'clipped', got {mode!r}")
+
+
+def check_layout(layout: Any) -> None:
+    """The regeneration baseline's prompt: ``"plain"`` (the file as it is) or ``"program"``."""
+    if layout not in ("plain", "program"):
+        raise OptionError(f"layout must be 'plain' or 'program', got {layout!r}")
