@@ -536,7 +536,10 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
                         help="a preset: smollm2-135m (real weights, fine-tuned to edit) or a "
                              "random-weight one (tests)")
     p.add_argument("--engine", choices=["transformers", "vllm"], default="transformers",
-                   help="the model runtime (vllm: not served over HTTP yet; says so)")
+                   help="the model runtime: transformers (one decode at a time) or vllm (every request "
+                        "in flight in one engine; needs --model DIR)")
+    p.add_argument("--max-model-len", type=positive, metavar="N", help="vLLM: the context length to reserve")
+    p.add_argument("--kv-cache-gib", type=float, metavar="GIB", help="vLLM: KV cache size in GiB")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (0.0.0.0 exposes the server to the network)")
     p.add_argument("--port", type=_port, default=8000, help="TCP port; 0 picks a free one (printed)")
@@ -581,13 +584,23 @@ def _run_serve(args: argparse.Namespace) -> int:
     check_engine(args.engine)
     if args.api_key is not None and not args.api_key.strip():
         raise UsageError("--api-key is empty (omit it to serve without a key)")
-    from cad_outlines.tools.edit import load_model
+    if args.engine != "vllm" and (args.max_model_len or args.kv_cache_gib is not None):
+        raise UsageError("--max-model-len and --kv-cache-gib are for --engine vllm")
+    if args.kv_cache_gib is not None and not args.kv_cache_gib > 0:
+        raise UsageError(f"--kv-cache-gib must be > 0, got {args.kv_cache_gib}")
+    if args.engine == "vllm":
+        if not args.model or not os.path.isdir(args.model):
+            raise UsageError("--engine vllm serves a model folder: give --model DIR")
+        model: Any = args.model
+    else:
+        from cad_outlines.tools.edit import load_model
 
-    model = load_model(preset=args.preset, model=args.model, device=args.device, dtype=args.dtype,
-                       status=lambda m: _status(args, m))
+        model = load_model(preset=args.preset, model=args.model, device=args.device, dtype=args.dtype,
+                           status=lambda m: _status(args, m))
     return serve(model, model_id(args.preset, args.model), host=args.host, port=args.port,
                  api_key=args.api_key, max_queue=args.max_queue, max_tokens=args.max_tokens,
-                 prefix_cache=args.prefix_cache)
+                 prefix_cache=args.prefix_cache, engine=args.engine,
+                 engine_args=_vllm_engine_args(args) if args.engine == "vllm" else None)
 
 
 _COMMANDS.append(_add_serve)

@@ -116,14 +116,8 @@ class Engine:
 
     def submit(self, request: ChatRequest) -> Job:
         """Queue ``request`` for the worker, or raise a 429 :class:`APIError` when full."""
-        if request.max_tokens is not None and self.max_positions is not None \
-                and request.max_tokens > self.max_positions:
-            raise APIError(400, f"max_tokens is {request.max_tokens}, past the model's context of "
-                                f"{self.max_positions} tokens", param="max_tokens", code="invalid_value")
-        if self.pending > self.max_queue:  # one running, max_queue waiting
-            raise APIError(429, f"the server is busy: {self.pending} requests are running or waiting "
-                                f"(--max-queue {self.max_queue}); retry later",
-                           type="rate_limit_error", code="queue_full")
+        check_budget(request, self.max_positions)
+        check_queue(self.pending, self.max_queue)  # one running, max_queue waiting
         loop = asyncio.get_running_loop()
         job = Job(request, loop)
         self.pending += 1
@@ -184,33 +178,11 @@ class Engine:
         except IncompleteProgramError as err:  # the text streamed so far is the honest answer
             result, finish = err.result, "length"
         content = "".join(chunks)
-        return Outcome(content, finish, self._edit_usage(request.document, content, result),
-                       {"form": request.form, "program": result.program, "complete": result.complete,
-                        "stop_reason": result.stats.stop_reason or None,
-                        "stats": dataclasses.asdict(result.stats)})
-
-    def _edit_usage(self, document: str, content: str, result: Any) -> dict[str, Any]:
-        """Usage of an edit: ``accepted`` = tokens spliced from the prediction (the copies),
-        ``rejected`` = tokens of the prediction's lines no copy took."""
-        copied: set[int] = set()
-        for op in result.ops:
-            if isinstance(op, Copy):
-                copied.update(range(op.start, op.end + 1))
-        lines = syntax.split_lines(document)
-        left = "\n".join(line for k, line in enumerate(lines, 1) if k not in copied)
-        return usage(result.stats.prompt_tokens, len(self.adapter.encode(content)),
-                     accepted=result.stats.copied_tokens, rejected=len(self.adapter.encode(left)))
+        return edit_outcome(self.adapter, request, content, finish, result)
 
     def chat_ids(self, messages: list[dict[str, str]]) -> list[int]:
-        """The prompt ids of a plain chat: the conversation in the tokenizer's chat template
-        (the adapter's fallback template for a tokenizer without one)."""
-        tok, adapter = self.adapter.tokenizer, self.adapter
-        extra: dict[str, Any] = dict(adapter.chat_template_kwargs)
-        if not getattr(tok, "chat_template", None):
-            extra.update(chat_template=adapter.fallback_chat_template, bos=tok.bos_token or "",
-                         eos=tok.convert_ids_to_tokens(adapter.eos_token_id))
-        text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **extra)
-        return list(tok.encode(text, add_special_tokens=False))
+        """The prompt ids of a plain chat (:func:`chat_ids`)."""
+        return chat_ids(self.adapter, messages)
 
     def _chat(self, job: Job) -> Outcome:
         """Plain generation (transformers ``generate``): the server as an ordinary chat endpoint."""
@@ -246,6 +218,53 @@ class Engine:
         return Outcome(content, finish, usage(len(ids), len(new)))
 
 
+def edit_usage(adapter: Any, document: str, content: str, result: Any) -> dict[str, Any]:
+    """Usage of an edit: ``accepted`` = tokens spliced from the prediction (the copies),
+    ``rejected`` = tokens of the prediction's lines no copy took."""
+    copied: set[int] = set()
+    for op in result.ops:
+        if isinstance(op, Copy):
+            copied.update(range(op.start, op.end + 1))
+    lines = syntax.split_lines(document)
+    left = "\n".join(line for k, line in enumerate(lines, 1) if k not in copied)
+    return usage(result.stats.prompt_tokens, len(adapter.encode(content)),
+                 accepted=result.stats.copied_tokens, rejected=len(adapter.encode(left)))
+
+
+def edit_outcome(adapter: Any, request: ChatRequest, content: str, finish: str, result: Any) -> Outcome:
+    """The answer to an edit: its text, usage and the documented ``cad`` record (either engine)."""
+    assert request.document is not None
+    return Outcome(content, finish, edit_usage(adapter, request.document, content, result),
+                   {"form": request.form, "program": result.program, "complete": result.complete,
+                    "stop_reason": result.stats.stop_reason or None, "stats": dataclasses.asdict(result.stats)})
+
+
+def chat_ids(adapter: Any, messages: list[dict[str, str]]) -> list[int]:
+    """The prompt ids of a plain chat: the conversation in the tokenizer's chat template
+    (the adapter's fallback template for a tokenizer without one)."""
+    tok = adapter.tokenizer
+    extra: dict[str, Any] = dict(adapter.chat_template_kwargs)
+    if not getattr(tok, "chat_template", None):
+        extra.update(chat_template=adapter.fallback_chat_template, bos=tok.bos_token or "",
+                     eos=tok.convert_ids_to_tokens(adapter.eos_token_id))
+    text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **extra)
+    return list(tok.encode(text, add_special_tokens=False))
+
+
+def check_budget(request: ChatRequest, max_positions: int | None) -> None:
+    """A ``max_tokens`` past the model's context is the client's mistake (400)."""
+    if request.max_tokens is not None and max_positions is not None and request.max_tokens > max_positions:
+        raise APIError(400, f"max_tokens is {request.max_tokens}, past the model's context of "
+                            f"{max_positions} tokens", param="max_tokens", code="invalid_value")
+
+
+def check_queue(pending: int, max_queue: int) -> None:
+    """429 when ``max_queue`` requests already wait behind the running one(s)."""
+    if pending > max_queue:
+        raise APIError(429, f"the server is busy: {pending} requests are running or waiting "
+                            f"(--max-queue {max_queue}); retry later", type="rate_limit_error", code="queue_full")
+
+
 class _Deltas:
     """A transformers streamer: each new token's text as a chunk, whole characters only."""
 
@@ -274,4 +293,5 @@ class _Deltas:
         pass
 
 
-__all__ = ["RequestCancelled", "Engine", "Job", "Outcome", "api_error"]
+__all__ = ["RequestCancelled", "Engine", "Job", "Outcome", "api_error", "chat_ids", "check_budget", "check_queue",
+           "edit_outcome", "edit_usage"]

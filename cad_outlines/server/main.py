@@ -39,8 +39,11 @@ def bind(host: str, port: int) -> socket.socket:
 
 def serve(model: Any, name: str, *, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
           max_queue: int = 32, max_tokens: int = 2048, prefix_cache: bool = False,
-          announce: Callable[[str], None] | None = None) -> int:
-    """Serve ``model`` (an Outlines transformers model) as ``name`` until SIGTERM or Ctrl-C.
+          announce: Callable[[str], None] | None = None, engine: str = "transformers",
+          engine_args: dict[str, Any] | None = None) -> int:
+    """Serve ``model`` as ``name`` until SIGTERM or Ctrl-C: an Outlines transformers model
+    (``engine="transformers"``), or a model folder run by vLLM (``engine="vllm"``, with
+    ``engine_args`` for its engine).
 
     Prints ``serving NAME at http://HOST:PORT/v1`` on stdout once the socket listens (with
     ``port=0`` that is how a caller learns the port). Returns 0 after a graceful shutdown.
@@ -51,10 +54,16 @@ def serve(model: Any, name: str, *, host: str = "127.0.0.1", port: int = 8000, a
         raise MissingDependencyError("cad-outlines serve needs FastAPI and uvicorn: "
                                      "pip install 'cad-outlines[serve]'") from None
     from .app import create_app
-    from .engine import Engine
 
-    engine = Engine(model, name, max_queue=max_queue, max_tokens=max_tokens, prefix_cache=prefix_cache)
-    app = create_app(engine, api_key=api_key)
+    if engine == "vllm":
+        from .vllm_engine import VLLMEngine
+
+        backend: Any = VLLMEngine(model, name, max_queue=max_queue, max_tokens=max_tokens, **(engine_args or {}))
+    else:
+        from .engine import Engine
+
+        backend = Engine(model, name, max_queue=max_queue, max_tokens=max_tokens, prefix_cache=prefix_cache)
+    app = create_app(backend, api_key=api_key)
     sock = bind(host, port)
     shown = f"[{host}]" if ":" in host else host
     line = f"serving {name} at http://{shown}:{sock.getsockname()[1]}/v1"
@@ -80,16 +89,15 @@ def _handled(_signum: int, _frame: Any) -> None:
 
 
 def check_engine(engine: str) -> None:
-    """``--engine vllm``: refuse with the reason (not installed, or not served by HTTP yet)."""
+    """``--engine vllm``: refuse with the reason when vLLM is not installed."""
     if engine == "transformers":
         return
     try:
         import vllm  # noqa: F401
     except ImportError:
         raise InputError("--engine vllm: vLLM is not installed here (pip install 'cad-outlines[vllm]' on a "
-                         "CUDA machine; see docs/serving.md); use --engine transformers") from None
-    raise InputError("--engine vllm: the HTTP server runs on transformers only so far; edit on vLLM with "
-                     "`cad-outlines edit --engine vllm` or cad_outlines.engines.vllm (docs/serving.md)")
+                         "CUDA machine, scripts/vllm_venv.sh on a CPU; see docs/serving.md); use "
+                         "--engine transformers") from None
 
 
 __all__ = ["SHUTDOWN_SECONDS", "bind", "check_engine", "model_id", "serve"]

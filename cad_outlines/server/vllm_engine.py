@@ -1,0 +1,140 @@
+"""The vLLM model behind the server: every request in flight runs in one ``AsyncLLM`` engine.
+
+The same contract as :class:`~.engine.Engine` (``submit`` -> a :class:`~.engine.Job`
+whose events the app reads; ``close``; ``pending``; ``max_positions``), but no worker
+thread and no one-at-a-time queue: each job is a task on the event loop, an edit is a
+:class:`~cad_outlines.engines.vllm.VLLMEditor` chain of continuation requests, a chat one
+``generate`` request, and vLLM batches all of them. ``--max-queue`` bounds the requests in
+flight. An edit's answer arrives as one chunk when its program is complete (the driver
+runs a request per splice, not per token); a client that leaves cancels its task, which
+aborts its vLLM request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ..decoding.streaming import DocumentStream
+from ..engines import vllm as cad_vllm
+from ..errors import ContextLengthError
+from .engine import Job, Outcome, api_error, chat_ids, check_budget, check_queue, edit_outcome
+from .protocol import ChatRequest, usage
+
+#: Editors kept, by their options (temperature, top_p, seed, budget).
+EDITOR_CACHE = 16
+#: How often a running job checks that its client is still there.
+CANCEL_POLL_SECONDS = 0.25
+
+
+class VLLMEngine:
+    """Serve a model folder on vLLM (see the module docstring).
+
+    Parameters
+    ----------
+    folder
+        A Hugging Face model folder (``cad_outlines.tools.models.save`` or a converted
+        preset's folder).
+    model_id
+        The name clients send as ``model``.
+    max_queue
+        Requests that may be in flight at once beyond the first; more are answered 429.
+    max_tokens
+        The budget when a request gives none.
+    engine_args
+        vLLM engine arguments (``dtype``, ``max_model_len``, ``kv_cache_memory_bytes``, ...).
+    """
+
+    def __init__(self, folder: str, model_id: str, *, max_queue: int = 32, max_tokens: int = 2048,
+                 **engine_args: Any):
+        self.llm = cad_vllm.load(folder, async_engine=True, **engine_args)
+        self.model_id, self.max_queue, self.max_tokens = model_id, max_queue, max_tokens
+        self.max_positions: int | None = self.llm.model_config.max_model_len
+        self.pending = 0
+        self._editors: dict[tuple[Any, ...], cad_vllm.VLLMEditor] = {}
+        self.adapter = self.editor(0.0, 1.0, 0, max_tokens).adapter
+
+    def editor(self, temperature: float, top_p: float, seed: int, budget: int) -> cad_vllm.VLLMEditor:
+        """The editor of these options (built once: it loads the tokenizer and checks them)."""
+        key = (temperature, top_p, seed, budget)
+        if key not in self._editors:
+            if len(self._editors) >= EDITOR_CACHE:
+                self._editors.pop(next(iter(self._editors)))
+            self._editors[key] = cad_vllm.VLLMEditor(self.llm, temperature=temperature, top_p=top_p,
+                                                     seed=seed, max_new_tokens=budget)
+        return self._editors[key]
+
+    def submit(self, request: ChatRequest) -> Job:
+        """Start ``request`` as a task, or raise a 429 when ``max_queue`` are in flight."""
+        check_budget(request, self.max_positions)
+        check_queue(self.pending, self.max_queue)
+        loop = asyncio.get_running_loop()
+        job = Job(request, loop)
+        self.pending += 1
+        task = loop.create_task(self._run(job))
+        task.add_done_callback(self._finished)
+        return job
+
+    def _finished(self, _task: Any) -> None:
+        self.pending -= 1
+
+    def close(self) -> None:
+        """Stop the engine's background loop (requests still running are aborted)."""
+        self.llm.shutdown()
+
+    async def _run(self, job: Job) -> None:
+        work = asyncio.ensure_future(self._edit(job) if job.request.kind == "edit" else self._chat(job))
+        while not work.done():
+            await asyncio.wait([work], timeout=CANCEL_POLL_SECONDS)
+            if job.cancel.is_set() and not work.done():
+                work.cancel()  # closing the engine's output stream aborts its request
+                return
+        try:
+            outcome = work.result()
+        except Exception as err:  # noqa: BLE001 - every error becomes an answer
+            job.emit("error", api_error(err))
+            return
+        if job.request.stream and outcome.content:
+            job.emit("chunk", outcome.content)
+        job.emit("done", outcome)
+
+    async def _edit(self, job: Job) -> Outcome:
+        request = job.request
+        assert request.document is not None
+        editor = self.editor(request.temperature, request.top_p, request.seed, request.max_tokens or self.max_tokens)
+        result = await editor.arun(request.document, request.prompt)
+        if result.document is not None:
+            content, finish = result.document, "stop"
+        else:  # the text of the complete ops: what the transformers engine would have streamed
+            content, finish = DocumentStream(lines=_lines(request.document)).feed(result.ops, ""), "length"
+        return edit_outcome(self.adapter, request, content, finish, result)
+
+    async def _chat(self, job: Job) -> Outcome:
+        from vllm import SamplingParams
+
+        request = job.request
+        ids = chat_ids(self.adapter, request.prompt)
+        budget = request.max_tokens or self.max_tokens
+        if self.max_positions is not None:
+            if len(ids) >= self.max_positions:
+                raise ContextLengthError(f"the prompt is {len(ids)} tokens but the model's context is "
+                                         f"{self.max_positions} positions")
+            budget = min(budget, self.max_positions - len(ids))
+        params = SamplingParams(max_tokens=budget, temperature=request.temperature, top_p=request.top_p,
+                                seed=request.seed, stop_token_ids=[self.adapter.eos_token_id])
+        final = None
+        async for output in self.llm.generate({"prompt_token_ids": ids}, params, request_id=f"chat-{id(job)}"):
+            final = output
+        assert final is not None
+        new = [t for t in final.outputs[0].token_ids if t != self.adapter.eos_token_id]
+        finish = "length" if final.outputs[0].finish_reason == "length" else "stop"
+        return Outcome(self.adapter.decode(new), finish, usage(len(ids), len(new)))
+
+
+def _lines(document: str) -> list[str]:
+    from ..language.syntax import split_lines
+
+    return split_lines(document)
+
+
+__all__ = ["VLLMEngine"]
