@@ -12,8 +12,8 @@ from cad_outlines.errors import CaDError
 
 def _product_modules():
     for info in pkgutil.walk_packages(cad_outlines.__path__, "cad_outlines."):
-        if ".bench" in info.name or info.name.endswith(("__main__", "engines.vllm", "_vllm_processor")):
-            continue  # bench is not product; the vLLM engine needs vllm (checked below by source)
+        if ".bench" in info.name or info.name.endswith(("__main__", "engines.vllm", "_vllm_processor", "vllm_engine")):
+            continue  # bench is not product; the vLLM modules need vllm (checked below by source)
         yield importlib.import_module(info.name)
 
 

