@@ -577,11 +577,13 @@ def _non_negative(text: str) -> int:
 
 def _run_serve(args: argparse.Namespace) -> int:
     from cad_outlines.server.main import check_engine, model_id, serve
+    from cad_outlines.tools.edit import load_model
 
     check_engine(args.engine)
     if args.api_key is not None and not args.api_key.strip():
         raise UsageError("--api-key is empty (omit it to serve without a key)")
-    model = _load_edit_model(args)
+    model = load_model(preset=args.preset, model=args.model, device=args.device, dtype=args.dtype,
+                       status=lambda m: _status(args, m))
     return serve(model, model_id(args.preset, args.model), host=args.host, port=args.port,
                  api_key=args.api_key, max_queue=args.max_queue, max_tokens=args.max_tokens,
                  prefix_cache=args.prefix_cache)
