@@ -1,7 +1,11 @@
-"""Argument types and inputs shared by the product CLI and the bench CLI.
+"""What every command line of the project shares: the one way a subcommand is
+registered (:class:`CommandTable`), the argument groups (device and dtype, model
+source, sampling, output, verbosity), argument types, status lines and corpus loading.
 
-Both :mod:`cad_outlines.cli` and the bench CLI (`bench/cli.py`) import this module, so
-neither imports the other (the product CLI only delegates to the bench one).
+The product CLI (:mod:`cad_outlines.cli`, :mod:`~cad_outlines.cli_edit`,
+:mod:`~cad_outlines.cli_train`) and the bench CLI (``bench/cli.py``,
+``bench/cli_quality.py``) import this module, so none imports another's internals (the
+product CLI only delegates to the bench one).
 """
 
 from __future__ import annotations
@@ -9,6 +13,37 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from typing import Callable, Union
+
+#: A function that adds one subcommand's parser to ``sub`` (``sub.add_parser(name, ...)``,
+#: its arguments, ``set_defaults(func=run)``).
+AddCommand = Callable[["argparse._SubParsersAction"], None]
+
+
+class CommandTable:
+    """The subcommands of one command line, in the order ``--help`` lists them.
+
+    Every CLI module registers its subcommands one way: ``@COMMANDS.command`` on the
+    function that adds the parser; a table may ``include`` another module's table at that
+    point of its order; ``COMMANDS.add_to(sub)`` adds them all.
+    """
+
+    def __init__(self) -> None:
+        self._entries: list[Union[AddCommand, "CommandTable"]] = []
+
+    def command(self, add: AddCommand) -> AddCommand:
+        """Decorator: register ``add`` (returned unchanged)."""
+        self._entries.append(add)
+        return add
+
+    def include(self, table: "CommandTable") -> None:
+        """Register every command of ``table`` here, in its order."""
+        self._entries.append(table)
+
+    def add_to(self, sub: "argparse._SubParsersAction") -> None:
+        """Add every registered subcommand's parser to ``sub``."""
+        for entry in self._entries:
+            entry.add_to(sub) if isinstance(entry, CommandTable) else entry(sub)
 
 from cad_outlines.errors import UsageError  # noqa: F401 (re-exported: its old home)
 
@@ -106,3 +141,60 @@ def add_verbosity(p: argparse.ArgumentParser) -> None:
                        help="also print the token counts and timings of each run")
     group.add_argument("-q", "--quiet", action="store_true",
                        help="no progress bar, program or summary on stderr (errors only)")
+
+
+def write_stdout(text: str) -> None:
+    """Write ``text`` to stdout as exact UTF-8 bytes: no locale encoding, no newline translation."""
+    sys.stdout.flush()
+    sys.stdout.buffer.write(text.encode("utf-8"))
+    sys.stdout.buffer.flush()
+
+
+def read_input(path: str) -> str:
+    """A file's exact text, or standard input's for ``-`` (UTF-8, newlines kept)."""
+    from cad_outlines.files import read_text
+
+    if path != "-":
+        return read_text(path)
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise UsageError(f"stdin: not UTF-8 text (byte {err.start}: {err.reason})") from None
+
+
+# -- argument groups, each defined once ---------------------------------------------------
+
+
+def add_device_args(p: argparse.ArgumentParser, device_help: str = "torch device (cpu, cuda, cuda:1, mps)",
+                    dtype_help: str = "weight dtype") -> None:
+    """``--device`` (default cpu) and ``--dtype`` (float32, bfloat16, float16)."""
+    p.add_argument("--device", default="cpu", help=device_help)
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help=dtype_help)
+
+
+def add_model_source(p: argparse.ArgumentParser, random_use: str) -> None:
+    """``--model DIR|FILE.gguf`` or ``--preset NAME``, one of them required; ``random_use``
+    says what a random-weight preset is for here."""
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", metavar="DIR|FILE.gguf",
+                        help="local Hugging Face model folder (transformers causal LM), or a GGUF file")
+    source.add_argument("--preset", metavar="NAME",
+                        help="a preset: smollm2-135m (real weights, fine-tuned to edit) or a "
+                             f"random-weight one ({random_use})")
+
+
+def add_sampling_args(p: argparse.ArgumentParser) -> None:
+    """``--temperature`` (0: greedy), ``--top-p`` and ``--seed``, checked at parse time."""
+    p.add_argument("--temperature", type=temperature, default=0.0, metavar="T",
+                   help="0 is greedy; otherwise sample")
+    p.add_argument("--top-p", type=top_p, default=1.0, metavar="P", help="nucleus sampling mass")
+    p.add_argument("--seed", type=seed, default=0, help="sampling seed, an integer in [0, 2**63)")
+
+
+def add_output_args(p: argparse.ArgumentParser, plot: bool = True) -> None:
+    """A measurement's outputs: ``--seed``, ``--json``, ``-o`` and (with ``plot``) ``--plot``."""
+    p.add_argument("--seed", type=int, default=0, help="seed of weights, ids and draws (default: 0)")
+    p.add_argument("--json", action="store_true", help="print every measurement as JSON")
+    p.add_argument("-o", "--output", metavar="OUT.json", help="also write the JSON here (atomically)")
+    if plot:
+        p.add_argument("--plot", metavar="PNG", help="write the plot here (PNG)")

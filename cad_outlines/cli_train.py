@@ -9,14 +9,14 @@ import argparse
 import math
 import os
 import sys
-from typing import Callable
 
-from cad_outlines.arguments import UsageError, add_verbosity, positive
+from cad_outlines.arguments import CommandTable, UsageError, add_verbosity, positive
 from cad_outlines.arguments import status as _status
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
+COMMANDS = CommandTable()
 
 
+@COMMANDS.command
 def _add_sft(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sft", help="training data in the decode layout",
                        description="Supervised fine-tuning data for Copy-as-Decode.")
@@ -76,9 +76,8 @@ def _run_sft_build(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS.append(_add_sft)
 
-
+@COMMANDS.command
 def _add_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train", help="LoRA-fine-tune a real-weight preset on edits of real files (resumable)",
@@ -158,4 +157,3 @@ def _run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS.append(_add_train)

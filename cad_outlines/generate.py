@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .decoding.generator import CaDGenerator
+from .decoding.options import group_options
 from .decoding.prompts import Prompt
 
 
@@ -18,7 +19,18 @@ def cad(model: Any, document: str, **options: Any) -> CaDGenerator:
     document
         The text to edit.
     **options
-        Any option of :class:`~cad_outlines.decoding.generator.CaDGenerator`.
+        Flat keywords: the generator's own (``granularity``, ``max_new_tokens``, ``mode``,
+        ``adapter``, ``prompt_template``, ``prompt_style``), any field of
+        :class:`~cad_outlines.decoding.sampler.SamplingOptions` (``temperature``, ``seed``,
+        ...), :class:`~cad_outlines.decoding.options.LoopSwitches` (``splice``,
+        ``monotone_copies``, ...) or :class:`~cad_outlines.decoding.options.Instrumentation`
+        (``runner``, ``observer``, ``trace_alpha``); or the objects themselves
+        (``sampling=``, ``loop=``, ``instrumentation=``).
+
+    Raises
+    ------
+    cad_outlines.errors.OptionTypeError
+        An unknown keyword (a ``TypeError``), or a flat name beside its object.
 
     Examples
     --------
@@ -27,14 +39,14 @@ def cad(model: Any, document: str, **options: Any) -> CaDGenerator:
     >>> new_source = editor("rename `total` to `subtotal`", temperature=0.7)  # doctest: +SKIP
     >>> for chunk in editor.stream("add a docstring"): print(chunk, end="")   # doctest: +SKIP
     """
-    return CaDGenerator(model, document, **options)
+    return CaDGenerator(model, document, **group_options(options))
 
 
 def edit(model: Any, document: str, instruction: Prompt, **options: Any) -> str:
     """Edit ``document`` by ``instruction`` in one call and return the edited text.
 
     ``instruction`` may be a ``str``, an ``outlines.inputs.Chat`` or a list of message
-    dicts; ``options`` are those of :class:`~cad_outlines.decoding.generator.CaDGenerator`.
+    dicts; ``options`` are the flat keywords of :func:`cad`.
 
     Raises
     ------
@@ -43,7 +55,7 @@ def edit(model: Any, document: str, instruction: Prompt, **options: Any) -> str:
     cad_outlines.InputError
         A bad option, document or prompt (:class:`cad_outlines.PromptError` for the prompt).
     """
-    return CaDGenerator(model, document, **options)(instruction)
+    return CaDGenerator(model, document, **group_options(options, caller="cad_outlines.generate.edit"))(instruction)
 
 
 def apply(model: Any, document: str, update: str, *, instruction: str | None = None, **options: Any) -> str:
@@ -51,8 +63,7 @@ def apply(model: Any, document: str, update: str, *, instruction: str | None = N
 
     ``update`` is the changed region with context, unchanged regions elided by marker
     lines (``# ... existing code ...``, in the file's comment syntax); ``instruction``
-    optionally says more. ``options`` are those of
-    :class:`~cad_outlines.decoding.generator.CaDGenerator`. See
+    optionally says more. ``options`` are the flat keywords of :func:`cad`. See
     :meth:`CaDGenerator.apply <cad_outlines.decoding.generator.CaDGenerator.apply>`.
 
     Raises
@@ -62,4 +73,5 @@ def apply(model: Any, document: str, update: str, *, instruction: str | None = N
     cad_outlines.decoding.generator.IncompleteProgramError
         When ``max_new_tokens`` ran out before the program was complete.
     """
-    return CaDGenerator(model, document, **options).apply(update, instruction=instruction)
+    editor = CaDGenerator(model, document, **group_options(options, caller="cad_outlines.generate.apply"))
+    return editor.apply(update, instruction=instruction)

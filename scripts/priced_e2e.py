@@ -35,6 +35,7 @@ from cad_outlines.training.ceiling import case_ceiling
 from cad_outlines.training.corpus import load_corpus
 from cad_outlines.decoding.drafting import ForwardCost
 from cad_outlines.decoding.generator import CaDGenerator
+from cad_outlines.generate import cad
 from cad_outlines.tools.models import load
 from cad_outlines.language.oracle import oracle_program
 from cad_outlines.decoding.runner import ObservedRunner
@@ -95,7 +96,7 @@ def main(out_dir: str, corpus: str, limit: int) -> dict:
                               ("cad_tags_only", {"draft_lookup": False})):
             seen: list[tuple[int, int]] = []
             runner = ObservedRunner(CountingRunner(vocab), lambda w, r, s: seen.append((w, r)))
-            result = CaDGenerator(model, case.doc, runner=runner, max_new_tokens=10 ** 6, **options).run(
+            result = cad(model, case.doc, runner=runner, max_new_tokens=10 ** 6, **options).run(
                 INSTRUCTION, force_program=oracle_program(case.doc, case.gold))
             assert result.document == case.gold, case.id
             add(name, seen[1:])

@@ -9,6 +9,7 @@ import pytest
 
 from cad_outlines import cli
 from cad_outlines.errors import InputError, ModelOutputError
+from cad_outlines.generate import cad
 
 from testdata import CORPUS_SAMPLE, ROOT, TOKENIZERS
 
@@ -71,10 +72,8 @@ def test_top_p_range(capsys, tmp_path, value):
 
 
 def test_generator_rejects_nan_temperature(tiny_model):
-    from cad_outlines.decoding.generator import CaDGenerator
-
     with pytest.raises(ValueError, match="temperature"):
-        CaDGenerator(tiny_model("tiny-qwen"), "a\n", temperature=float("nan"))
+        cad(tiny_model("tiny-qwen"), "a\n", temperature=float("nan"))
 
 
 @pytest.mark.parametrize("device", ["gpu0", "cuda:x", "cuda:99"])

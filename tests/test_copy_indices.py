@@ -18,6 +18,7 @@ from cad_outlines.language import program, syntax
 from cad_outlines.decoding.constraint import CopyIndices, ProgramConstraint
 from cad_outlines.decoding.generator import CaDGenerator, ForcedProgramError
 from cad_outlines.language.resolver import resolve
+from cad_outlines.generate import cad
 from testdata import FAMILY_PRESETS
 
 
@@ -83,7 +84,7 @@ def _assert_valid(pairs, indices):
 def test_line_copies_exhaustive(preset, n, tiny_model):
     """All and only the pairs 1 <= i <= j <= n are reachable, on every tokenization path."""
     model = tiny_model(preset)
-    gen = CaDGenerator(model, "\n".join(f"l{k}" for k in range(n)), draft_tags=False)
+    gen = cad(model, "\n".join(f"l{k}" for k in range(n)), draft_tags=False)
     indices = CopyIndices.for_lines(n)
     reached = walk_all(gen.compiled, indices, gen.adapter, "lines")
     assert reached == {(i, j) for i in range(1, n + 1) for j in range(i, n + 1)}
@@ -114,7 +115,7 @@ def _cached_generator(tiny_model, preset, n):
         # The constraint alone is exercised: a document of n empty lines compiles the
         # same grammar as any other n-line document.
         _GENERATORS.clear()
-        _GENERATORS[key] = CaDGenerator(tiny_model(preset), "\n" * (n - 1), draft_tags=False)
+        _GENERATORS[key] = cad(tiny_model(preset), "\n" * (n - 1), draft_tags=False)
     return _GENERATORS[key]
 
 
@@ -135,7 +136,7 @@ NON_ASCII = "héllo 😀 中文\n"
 def test_token_copies_never_split_a_character(preset, document, tiny_model):
     """Token granularity: every reachable copy starts and ends on a character boundary,
     and every such copy is reachable."""
-    gen = CaDGenerator(tiny_model(preset), document, granularity="tokens", draft_tags=False)
+    gen = cad(tiny_model(preset), document, granularity="tokens", draft_tags=False)
     pieces = gen.adapter.token_pieces(document)
     offsets = [0]
     for piece in pieces:
@@ -193,7 +194,7 @@ def test_copy_indices_rules():
 def test_an_index_that_cannot_grow_forces_what_follows(preset, typed, follows, tiny_model):
     """The grammar alone would leave the choice open (it bounds indices by the document,
     not by each other): without this the separator or close would cost a decode step."""
-    gen = CaDGenerator(tiny_model(preset), "\n".join(f"l{k}" for k in range(38)), draft_tags=False)
+    gen = cad(tiny_model(preset), "\n".join(f"l{k}" for k in range(38)), draft_tags=False)
     constraint = ProgramConstraint(gen.compiled, gen.view.indices)
     constraint.advance(gen.adapter.encode(syntax.PROGRAM_OPEN + typed))
     assert constraint.pending == typed

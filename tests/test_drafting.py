@@ -16,6 +16,7 @@ from cad_outlines.language.oracle import oracle_program, oracle_tokens
 from cad_outlines.language.program import Copy, CopyTokens, Gen
 from cad_outlines.language.resolver import resolve
 from cad_outlines.decoding.runner import ObservedRunner, TransformersRunner
+from cad_outlines.generate import cad
 
 from testdata import FAMILY_PRESETS, TOKENIZERS
 from testdata import _DOCS, _cases, _structure_bias
@@ -24,7 +25,7 @@ from testdata import _DOCS, _cases, _structure_bias
 def _run(model, doc, ops=None, **options):
     """One run; also the model's own forward count (a hook) and the final cache."""
     calls: list[int] = []
-    gen = CaDGenerator(model, doc, **options)
+    gen = cad(model, doc, **options)
     caches = []
     new_cache = gen.runner.new_cache
     gen.runner.new_cache = lambda: caches.append(new_cache()) or caches[-1]
@@ -122,7 +123,7 @@ def test_greedy_and_sampled_programs_do_not_depend_on_drafts(preset, tiny_model)
     model = tiny_model(preset)
     # drafts off, tag drafts only, tag drafts and gen-body lookup (the default)
     settings = {False: dict(draft_tags=False), "tags": dict(draft_lookup=False), True: {}}
-    gens = {(doc, draft): CaDGenerator(model, doc, max_new_tokens=48, **settings[draft])
+    gens = {(doc, draft): cad(model, doc, max_new_tokens=48, **settings[draft])
             for doc in _DOCS for draft in settings}
     handle = _structure_bias(model, next(iter(gens.values())).adapter)
     accepted = complete = 0
@@ -132,11 +133,11 @@ def test_greedy_and_sampled_programs_do_not_depend_on_drafts(preset, tiny_model)
             results = {}
             for draft in settings:
                 gen = gens[(doc, draft)]
-                gen.temperature, gen.seed = (0.0, 0) if i < len(_DOCS) else (1.0, i)
-                results[draft] = gen.run("rewrite it")
+                sampling = dict(temperature=0.0, seed=0) if i < len(_DOCS) else dict(temperature=1.0, seed=i)
+                results[draft] = gen.run("rewrite it", **sampling)
             plain, drafted = results[False], results[True]
-            assert results["tags"].program == plain.program, (gen.temperature, doc)
-            assert drafted.program == plain.program, (gen.temperature, doc)
+            assert results["tags"].program == plain.program, (sampling, doc)
+            assert drafted.program == plain.program, (sampling, doc)
             assert drafted.ops == plain.ops and drafted.complete == plain.complete
             assert drafted.stats.decoded_tokens == plain.stats.decoded_tokens
             assert drafted.stats.forward_passes == plain.stats.forward_passes - drafted.stats.forwards_saved
@@ -310,7 +311,7 @@ def test_an_observed_runner_sees_every_forward_and_changes_nothing(tiny_model):
     seen: list[tuple[int, int]] = []
     observed = ObservedRunner(TransformersRunner(model.model), lambda w, r, s: seen.append((w, r)))
     plain = CaDGenerator(model, case["doc"]).run("x", force_program=ops)
-    watched = CaDGenerator(model, case["doc"], runner=observed).run("x", force_program=ops)
+    watched = cad(model, case["doc"], runner=observed).run("x", force_program=ops)
     assert watched.document == plain.document == case["gold"] and watched.program == plain.program
     assert len(seen) == watched.stats.forward_passes == plain.stats.forward_passes
     assert watched.stats.draft_tokens == plain.stats.draft_tokens > 0  # drafting stays on
@@ -351,11 +352,11 @@ def test_sliding_window_models_draft_past_the_window(kind):
     forced = gen.run("x", force_program=ops)
     assert forced.document == gold and forced.stats.prompt_tokens > 16
     assert forced.stats.draft_tokens > forced.stats.draft_accepted > 0  # some drafts were cropped
-    plain = CaDGenerator(model, doc, draft_tags=False).run("x", force_program=ops)
+    plain = cad(model, doc, draft_tags=False).run("x", force_program=ops)
     assert plain.program == forced.program
     for seed in range(3):  # sampled: the same draws with and without drafts
-        runs = [CaDGenerator(model, doc, temperature=1.0, seed=seed, max_new_tokens=40,
-                             draft_tags=draft).run("x") for draft in (False, True)]
+        runs = [cad(model, doc, temperature=1.0, seed=seed, max_new_tokens=40,
+                    draft_tags=draft).run("x") for draft in (False, True)]
         assert runs[0].program == runs[1].program
         assert runs[0].stats.decoded_tokens == runs[1].stats.decoded_tokens
 
@@ -443,7 +444,7 @@ def test_a_costed_budget_changes_forwards_never_the_output(preset, tiny_model):
     # where each position costs a step, no forward after the prefill carries a draft
     rows: list[int] = []
     runner = ObservedRunner(TransformersRunner(model.model), lambda w, r, s: rows.append(r))
-    cut = CaDGenerator(model, doc, runner=runner, forward_cost=dear).run("edit", force_program=ops)
+    cut = cad(model, doc, runner=runner, forward_cost=dear).run("edit", force_program=ops)
     assert cut.document == gold and len(rows) == cut.stats.forward_passes
     assert rows[1:] and set(rows[1:]) == {1}
 

@@ -12,6 +12,7 @@ from cad_outlines.decoding.generator import (CaDGenerator, ForcedProgramError,
 from cad_outlines.language.oracle import oracle_program, oracle_tokens
 from cad_outlines.language.program import Copy, Gen
 from cad_outlines.language.resolver import resolve
+from cad_outlines.generate import cad
 
 from testdata import FAMILY_PRESETS, _DOCS, _cases, _structure_bias
 
@@ -37,7 +38,7 @@ def test_switches_keep_the_document(preset, tiny_model):
     model = tiny_model(preset)
     case = _cases(1)[1]
     ops = oracle_program(case["doc"], case["gold"])
-    results = {kw: CaDGenerator(model, case["doc"], splice=kw[0], fast_forward=kw[1])
+    results = {kw: cad(model, case["doc"], splice=kw[0], fast_forward=kw[1])
                .run("edit", force_program=ops) for kw in [(True, True), (False, True), (True, False), (False, False)]}
     docs = {r.document for r in results.values()}
     assert docs == {case["gold"]}
@@ -61,7 +62,7 @@ def test_forward_pass_count_matches_stats(preset, tiny_model):
         calls: list[int] = []
         handle = model.model.register_forward_hook(lambda mod, args, kwargs_out: calls.append(1))
         try:
-            result = CaDGenerator(model, case["doc"], draft_tags=draft_tags).run("edit", force_program=ops)
+            result = cad(model, case["doc"], draft_tags=draft_tags).run("edit", force_program=ops)
         finally:
             handle.remove()
         assert len(calls) == result.stats.forward_passes
@@ -98,15 +99,14 @@ def test_splice_equivalence(preset, tiny_model):
 def test_sampled_programs_parse_and_resolve(preset, tiny_model):
     model = tiny_model(preset)
     complete = with_gen = 0
-    gens = {doc: CaDGenerator(model, doc, temperature=1.0, max_new_tokens=48, seed=None)
+    gens = {doc: cad(model, doc, temperature=1.0, max_new_tokens=48, seed=None)
             for doc in _DOCS}
     handle = _structure_bias(model, next(iter(gens.values())).adapter)
     try:
         for i in range(105):
             doc = _DOCS[i % len(_DOCS)]
             gen = gens[doc]
-            gen.seed = i
-            result = gen.run("rewrite it")
+            result = gen.run("rewrite it", seed=i)
             n = len(doc.split("\n"))
             for op in result.ops:
                 if isinstance(op, Copy):
@@ -130,7 +130,7 @@ def test_sampled_programs_parse_and_resolve(preset, tiny_model):
 
 def test_same_seed_same_program(tiny_model):
     model = tiny_model("tiny-qwen")
-    gen = CaDGenerator(model, _DOCS[0], temperature=1.0, seed=7, max_new_tokens=40)
+    gen = cad(model, _DOCS[0], temperature=1.0, seed=7, max_new_tokens=40)
     assert gen.run("x").program == gen.run("x").program
 
 
@@ -277,7 +277,7 @@ def test_special_token_spelling_in_document_is_text(tiny_model):
 
 def test_alpha_trace_is_recorded(tiny_model):
     model = tiny_model("tiny-qwen")
-    gen = CaDGenerator(model, _DOCS[0], trace_alpha=True, max_new_tokens=30, temperature=1.0, seed=3)
+    gen = cad(model, _DOCS[0], trace_alpha=True, max_new_tokens=30, temperature=1.0, seed=3)
     result = gen.run("x")
     trace = result.alpha
     assert trace.steps == result.stats.decoded_tokens
@@ -288,4 +288,4 @@ def test_bad_options_are_rejected(tiny_model):
     model = tiny_model("tiny-qwen")
     for kwargs in [dict(granularity="words"), dict(max_new_tokens=0), dict(temperature=-1), dict(top_p=0)]:
         with pytest.raises(ValueError):
-            CaDGenerator(model, "x", **kwargs)
+            cad(model, "x", **kwargs)

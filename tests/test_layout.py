@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: Rooms in data-path order: a room may import only rooms before it.
 LAYERS = ["errors", "files", "language", "adapters", "decoding", "engines", "tools", "training",
-          "arguments", "server", "bench", "generate", "cli_train", "cli", "__main__", "__init__"]
+          "arguments", "server", "bench", "generate", "cli_train", "cli_edit", "cli", "__main__", "__init__"]
 
 
 def _module(path: Path) -> tuple[str, bool]:

@@ -7,6 +7,7 @@ import pytest
 from cad_outlines.decoding.generator import CaDGenerator, ForcedProgramError
 from cad_outlines.decoding.sampler import OptionError
 from cad_outlines.language.program import Copy, Gen
+from cad_outlines.generate import cad
 
 DOC = "".join(f"line {k} = {k}\n" for k in range(1, 13))  # 12 lines + the empty 13th
 
@@ -18,35 +19,35 @@ def test_monotone_copies_refuse_a_copy_that_starts_before_the_last_end(tiny_mode
     assert CaDGenerator(model, DOC).run("x", force_program=backwards).complete
     # ... with it, the constraint refuses the second copy's start
     with pytest.raises(ForcedProgramError):
-        CaDGenerator(model, DOC, monotone_copies=True).run("x", force_program=backwards)
+        cad(model, DOC, monotone_copies=True).run("x", force_program=backwards)
     # an overlap is refused too; a copy right after the previous end is fine
     with pytest.raises(ForcedProgramError):
-        CaDGenerator(model, DOC, monotone_copies=True).run(
+        cad(model, DOC, monotone_copies=True).run(
             "x", force_program='<program><copy lines="1-5"/><copy lines="5-6"/></program>')
-    ok = CaDGenerator(model, DOC, monotone_copies=True).run(
+    ok = cad(model, DOC, monotone_copies=True).run(
         "x", force_program='<program><copy lines="1-5"/><gen>\nnew\n</gen><copy lines="6-13"/></program>')
     assert ok.document == DOC.replace("line 5 = 5\n", "line 5 = 5\nnew\n")
 
 
 def test_monotone_copies_close_the_door_once_the_last_line_is_copied(tiny_model):
     model = tiny_model("tiny-qwen")
-    gen = CaDGenerator(model, DOC, monotone_copies=True)
+    gen = cad(model, DOC, monotone_copies=True)
     with pytest.raises(ForcedProgramError):
         gen.run("x", force_program='<program><copy lines="1-13"/><copy lines="1-2"/></program>')
     assert gen.run("x", force_program='<program><copy lines="1-13"/></program>').document == DOC
 
 
 def test_sampled_monotone_programs_never_step_back(tiny_model):
-    from cad_outlines.bench.fuzz import ClosingBias
+    from cad_outlines.bench.fuzz import BiasedGenerator
 
     model = tiny_model("tiny-deepseek-coder")
     starts_back = 0
     for monotone in (False, True):
         for seed in range(10):
-            gen = CaDGenerator(model, DOC, monotone_copies=monotone, temperature=1.5, seed=seed,
-                               max_new_tokens=80)
-            # random weights rarely close a gen body: the fuzz campaign's bias does
-            gen.logits_processors = (ClosingBias(gen.adapter, gen.temperature),)
+            # random weights rarely close a gen body: the fuzz campaign's bias (a logits
+            # processor among the loop switches) does
+            gen = BiasedGenerator(model, DOC, monotone_copies=monotone, temperature=1.5, seed=seed,
+                                  max_new_tokens=80)
             result = gen.run("Edit this file.")
             copies = [op for op in result.ops if isinstance(op, Copy)]
             back = sum(b.start <= a.end for a, b in zip(copies, copies[1:]))
@@ -60,9 +61,9 @@ def test_sampled_monotone_programs_never_step_back(tiny_model):
 
 def test_gen_cap_stops_a_runaway_body_early(tiny_model):
     model = tiny_model("tiny-qwen")
-    capped = CaDGenerator(model, DOC, max_gen_tokens=4, temperature=1.0, seed=3, max_new_tokens=200,
-                          draft_tags=False)
-    free = CaDGenerator(model, DOC, temperature=1.0, seed=3, max_new_tokens=200, draft_tags=False)
+    capped = cad(model, DOC, max_gen_tokens=4, temperature=1.0, seed=3, max_new_tokens=200,
+                 draft_tags=False)
+    free = cad(model, DOC, temperature=1.0, seed=3, max_new_tokens=200, draft_tags=False)
     a, b = capped.run("Edit this file."), free.run("Edit this file.")
     assert any(isinstance(op, Gen) for op in b.ops) or b.stats.stopped_early
     assert a.stats.stopped_early and a.stats.stop_reason == "max_gen_tokens", a.program
@@ -75,7 +76,7 @@ def test_gen_cap_stops_a_runaway_body_early(tiny_model):
 @pytest.mark.parametrize("bad", [0, -3, 2.5, "8"])
 def test_gen_cap_is_checked_when_the_generator_is_built(tiny_model, bad):
     with pytest.raises(OptionError, match="max_gen_tokens"):
-        CaDGenerator(tiny_model("tiny-qwen"), DOC, max_gen_tokens=bad)
+        cad(tiny_model("tiny-qwen"), DOC, max_gen_tokens=bad)
 
 
 def test_decoding_stops_at_the_models_context_instead_of_running_past_it(tiny_model):
@@ -85,8 +86,8 @@ def test_decoding_stops_at_the_models_context_instead_of_running_past_it(tiny_mo
     for force in (None, '<program><copy lines="1-13"/><copy lines="1-13"/><copy lines="1-13"/></program>'):
         widths: list[int] = []
         runner = ObservedRunner(TransformersRunner(model.model), lambda width, rows, seconds: widths.append(width))
-        gen = CaDGenerator(model, DOC, temperature=1.0, seed=0, max_new_tokens=400, draft_tags=False,
-                           runner=runner)
+        gen = cad(model, DOC, temperature=1.0, seed=0, max_new_tokens=400, draft_tags=False,
+                  runner=runner)
         limit = len(gen._prompt_ids("Edit this file.")) + 20  # as if the model's context ended there
         runner.max_positions = limit
         result = gen.run("Edit this file.", force_program=force)
@@ -95,26 +96,55 @@ def test_decoding_stops_at_the_models_context_instead_of_running_past_it(tiny_mo
         assert sum(widths) <= limit  # no forward ever reached past the last position
 
 
-def test_the_generator_holds_one_sampling_object_and_one_switches_object(tiny_model):
-    from cad_outlines.decoding.generator import UnsupportedModelError
-    from cad_outlines.decoding.options import LoopSwitches
+def test_the_generator_takes_options_objects_and_holds_each_once(tiny_model):
+    from cad_outlines.decoding.options import Instrumentation, LoopSwitches
     from cad_outlines.decoding.sampler import SamplingOptions
 
     model = tiny_model("tiny-qwen")
-    gen = CaDGenerator(model, DOC, temperature=0.5, top_k=3, seed=7, draft_tags=False)
-    assert gen.sampling == SamplingOptions(temperature=0.5, top_k=3, seed=7)
-    assert gen.switches == LoopSwitches(draft_tags=False)
-    gen.temperature, gen.splice = 0.0, False  # attributes write through, checked at once
-    assert gen.sampling.temperature == 0.0 and gen.switches.splice is False
-    with pytest.raises(OptionError, match="top_p"):
-        gen.top_p = 0.0
-    assert gen.sampling.top_p == 1.0  # a refused value leaves the object as it was
+    sampling, loop = SamplingOptions(temperature=0.5, top_k=3, seed=7), LoopSwitches(draft_tags=False)
+    gen = CaDGenerator(model, DOC, sampling=sampling, loop=loop)
+    assert gen.sampling is sampling and gen.loop is loop and gen.instrumentation == Instrumentation()
+    # an option is set one way: no attribute writes through to the objects
+    for name in ("temperature", "top_k", "seed", "splice", "draft_tags", "monotone_copies", "observer"):
+        assert not hasattr(type(gen), name)
     # a per-call option overrides the held object for that call only
     assert gen._call_options({"top_k": 5})[1].top_k == 5 and gen.sampling.top_k == 3
-    # without a model the core runs on a tokenizer and a runner, both required
-    with pytest.raises(UnsupportedModelError, match="tokenizer= .*runner="):
-        CaDGenerator(None, DOC, tokenizer=model.hf_tokenizer)
-    bare = CaDGenerator(None, DOC, tokenizer=model.hf_tokenizer, runner=gen.runner)
+    # the flat keywords of generate.cad build the same objects
+    flat = cad(model, DOC, temperature=0.5, top_k=3, seed=7, draft_tags=False)
+    assert flat.sampling == sampling and flat.loop == loop
+    with pytest.raises(OptionError, match="max_gen_tokens"):
+        LoopSwitches(max_gen_tokens=0)
+
+
+def test_flat_keywords_map_to_the_objects_and_an_unknown_one_is_named(tiny_model):
+    import inspect
+
+    from cad_outlines.decoding.options import CONSTRUCTOR_OPTIONS, Instrumentation, LoopSwitches, group_options
+    from cad_outlines.decoding.sampler import SamplingOptions
+    from cad_outlines.errors import OptionTypeError
+
+    keywords = [p.name for p in inspect.signature(CaDGenerator).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    assert tuple(keywords) == CONSTRUCTOR_OPTIONS and len(keywords) <= 10
+    observer = print
+    assert group_options({"temperature": 0.2, "splice": False, "max_new_tokens": 9, "observer": observer}) == {
+        "sampling": SamplingOptions(temperature=0.2), "loop": LoopSwitches(splice=False), "max_new_tokens": 9,
+        "instrumentation": Instrumentation(observer=observer)}
+    with pytest.raises(OptionTypeError, match="unknown option 'temprature'") as err:
+        cad(tiny_model("tiny-qwen"), DOC, temprature=0.2)
+    assert isinstance(err.value, TypeError)
+    with pytest.raises(OptionTypeError, match="seed given beside sampling="):
+        group_options({"seed": 1, "sampling": SamplingOptions()})
+
+
+def test_a_bare_tokenizer_runs_through_its_own_constructor(tiny_model):
+    from cad_outlines.decoding.generator import UnsupportedModelError
+
+    model = tiny_model("tiny-qwen")
+    gen = CaDGenerator(model, DOC)
+    with pytest.raises(UnsupportedModelError, match="for_tokenizer"):
+        CaDGenerator(None, DOC)
+    bare = CaDGenerator.for_tokenizer(model.hf_tokenizer, DOC, gen.runner)
+    assert bare.model is None and bare.runner is gen.runner
     forced = '<program><copy lines="1-13"/></program>'
     assert bare.run("x", force_program=forced).document == gen.run("x", force_program=forced).document == DOC
 
@@ -124,7 +154,7 @@ def test_an_observer_sees_every_phase_and_the_loop_keeps_no_other_stopwatch(tiny
     from cad_outlines.decoding.results import CaDStats
 
     phases: list[str] = []
-    gen = CaDGenerator(tiny_model("tiny-qwen"), DOC, observer=phases.append)
+    gen = cad(tiny_model("tiny-qwen"), DOC, observer=phases.append)
     forced = '<program><copy lines="1-4"/><gen>\nnew\n</gen><copy lines="5-13"/></program>'
     result = gen.run("x", force_program=forced)
     assert phases[-1] == "end" and phases.count("mask") == result.stats.decoded_tokens

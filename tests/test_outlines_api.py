@@ -15,6 +15,7 @@ from cad_outlines.language.program import Gen
 from cad_outlines.decoding.prompts import PromptError
 from cad_outlines.language.resolver import ResolveError
 from cad_outlines.decoding.sampler import OptionError
+from cad_outlines.generate import cad
 
 from testdata import _DOCS, _structure_bias
 
@@ -41,10 +42,10 @@ def test_per_call_options_equal_constructor_options_for_that_call_only(biased):
     gen = CaDGenerator(biased, DOC, max_new_tokens=48)
     greedy = gen.run("Add a comment.")
     per_call = gen.run("Add a comment.", seed=3, max_new_tokens=40, **SAMPLED)
-    built = CaDGenerator(biased, DOC, seed=3, max_new_tokens=40, **SAMPLED).run("Add a comment.")
+    built = cad(biased, DOC, seed=3, max_new_tokens=40, **SAMPLED).run("Add a comment.")
     assert per_call.program == built.program and per_call.stats.program_tokens <= 40
     # The defaults are untouched: the next plain call is greedy again.
-    assert gen.temperature == 0.0 and gen.max_new_tokens == 48
+    assert gen.sampling.temperature == 0.0 and gen.max_new_tokens == 48
     assert gen.run("Add a comment.").program == greedy.program
     # Different seeds sample different programs (over a few seeds at least one differs).
     programs = {gen.run("Add a comment.", seed=s, max_new_tokens=40, **SAMPLED).program for s in range(4)}

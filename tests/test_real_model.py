@@ -20,6 +20,7 @@ from cad_outlines.bench.quality import load_eval_cases
 from cad_outlines.decoding.generator import CaDGenerator
 from cad_outlines.language.program import Copy
 from cad_outlines.tools.demo import load_example
+from cad_outlines.generate import cad
 
 
 def _eval_cases(kinds: tuple[str, ...], count: int):
@@ -78,7 +79,7 @@ def test_sampled_real_programs_keep_every_guarantee(real_model, preset):
     complete = 0
     for case in _eval_cases(("replace", "rename", "commit", "swap"), 4):
         for seed in (0, 1):
-            gen = CaDGenerator(model, case.doc, temperature=1.0, seed=seed, max_new_tokens=96)
+            gen = cad(model, case.doc, temperature=1.0, seed=seed, max_new_tokens=96)
             result = gen.run(case.meta["instruction"])
             assert check_result(result, gen) == [], (case.id, seed, result.program)
             complete += result.complete
@@ -93,8 +94,8 @@ def test_the_guards_stop_the_base_model_early(real_model):
     model = real_model("smollm2-135m-base")
     case = _eval_cases(("replace",), 1)[0]
     free = CaDGenerator(model, case.doc, max_new_tokens=128).run(case.meta["instruction"])
-    guarded = CaDGenerator(model, case.doc, max_new_tokens=128, monotone_copies=True,
-                           max_gen_tokens=24).run(case.meta["instruction"])
+    guarded = cad(model, case.doc, max_new_tokens=128, monotone_copies=True,
+                  max_gen_tokens=24).run(case.meta["instruction"])
     copies = [op for op in guarded.ops if isinstance(op, Copy)]
     assert all(b.start > a.end for a, b in zip(copies, copies[1:]))
     assert guarded.stats.program_tokens <= free.stats.program_tokens

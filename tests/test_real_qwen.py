@@ -17,6 +17,7 @@ from cad_outlines.bench.quality import load_eval_cases
 from cad_outlines.decoding.generator import CaDGenerator
 from cad_outlines.language.oracle import oracle_program
 from cad_outlines.language.program import Copy
+from cad_outlines.generate import cad
 
 PRESET = "qwen2.5-coder-0.5b-base"
 
@@ -52,8 +53,8 @@ def test_sampled_programs_of_the_prompted_model_keep_every_guarantee(real_qwen):
     model = real_qwen(PRESET)
     for case in _cases(("replace", "commit"), 2):
         for seed in (0, 1):
-            gen = CaDGenerator(model, case.doc, temperature=1.0, seed=seed, max_new_tokens=64,
-                               monotone_copies=True, max_gen_tokens=32)
+            gen = cad(model, case.doc, temperature=1.0, seed=seed, max_new_tokens=64,
+                      monotone_copies=True, max_gen_tokens=32)
             result = gen.run(case.meta["instruction"])
             assert check_result(result, gen) == [], (case.id, seed, result.program)
             copies = [op for op in result.ops if isinstance(op, Copy)]

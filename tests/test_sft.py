@@ -11,7 +11,8 @@ from cad_outlines.training.corpus import parse_case
 from cad_outlines.decoding.generator import CaDGenerator
 from cad_outlines.language.program import Copy, Gen
 from cad_outlines.training.sft import (DEFAULT_INSTRUCTION, IGNORE, RowBuilder, SFTError, build_rows,
-                                    chat_messages)
+                                       chat_messages)
+from cad_outlines.generate import cad
 
 from testdata import FAMILY_PRESETS, TOKENIZERS
 
@@ -29,7 +30,7 @@ def _fed_ids(model, doc: str, instruction: str, program: str) -> tuple[list[int]
 
     handle = model.model.register_forward_pre_hook(hook, with_kwargs=True)
     try:
-        gen = CaDGenerator(model, doc, draft_tags=False, max_new_tokens=1 << 20)
+        gen = cad(model, doc, draft_tags=False, max_new_tokens=1 << 20)
         result = gen.run(instruction, force_program=program)
     finally:
         handle.remove()
@@ -94,8 +95,8 @@ def test_token_granularity_rows_match_the_loop(tiny_model, corpus_sample):
         handle = model.model.register_forward_pre_hook(
             lambda _m, _a, kw: fed.extend(int(t) for t in kw["input_ids"][0]), with_kwargs=True)
         try:
-            result = CaDGenerator(model, case.doc, granularity="tokens", draft_tags=False,
-                                  max_new_tokens=1 << 20).run("edit", force_program=row.program)
+            result = cad(model, case.doc, granularity="tokens", draft_tags=False,
+                         max_new_tokens=1 << 20).run("edit", force_program=row.program)
         finally:
             handle.remove()
         assert result.document == case.gold

@@ -28,6 +28,7 @@ from cad_outlines.language import oracle, program, syntax  # noqa: E402
 from cad_outlines.engines import vllm as cad_vllm  # noqa: E402
 from cad_outlines.decoding.generator import CaDGenerator, ForcedProgramError  # noqa: E402
 from cad_outlines.language.resolver import resolve  # noqa: E402
+from cad_outlines.generate import cad
 
 from testdata import TOKENIZERS, corpus_records  # noqa: E402
 
@@ -129,8 +130,8 @@ def test_greedy_matches_the_hf_loop(family):
     doc = _cases()[3][0]
     editor = cad_vllm.VLLMEditor(llm, max_new_tokens=40)
     got = editor.run(doc, "add a docstring")
-    want = CaDGenerator(hf_model, doc, max_new_tokens=40, fast_forward=False,
-                        draft_tags=False).run("add a docstring")
+    want = cad(hf_model, doc, max_new_tokens=40, fast_forward=False,
+               draft_tags=False).run("add a docstring")
     assert got.program == want.program
     assert got.complete == want.complete
     assert got.ops == want.ops
@@ -142,8 +143,8 @@ def test_budget_flags_incomplete_programs_as_the_hf_loop(family):
     doc, text = _cases()[0]
     budget = 20  # runs out before </program>
     got = cad_vllm.VLLMEditor(llm, max_new_tokens=budget).run(doc, "edit", force_program=text)
-    want = CaDGenerator(hf_model, doc, max_new_tokens=budget, fast_forward=False,
-                        draft_tags=False).run("edit", force_program=text)
+    want = cad(hf_model, doc, max_new_tokens=budget, fast_forward=False,
+               draft_tags=False).run("edit", force_program=text)
     assert not got.complete and got.document is None and got.stats.stopped_early
     assert got.stats.stop_reason == want.stats.stop_reason == "max_new_tokens"
     assert got.program == want.program and got.ops == want.ops
@@ -290,5 +291,5 @@ def test_the_editor_checks_sampling_like_the_loop_and_refuses_what_it_cannot_hon
         with pytest.raises(OptionError, match=message):
             cad_vllm.VLLMEditor(object(), **options)
         with pytest.raises(OptionError, match=message):
-            CaDGenerator(None, "a\n", tokenizer=object(), runner=object(), **options)
+            CaDGenerator.for_tokenizer(object(), "a\n", object(), **options)
 

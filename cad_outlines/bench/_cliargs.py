@@ -1,4 +1,5 @@
-"""Argument helpers shared by the ``cad-outlines bench`` command modules."""
+"""What only the ``cad-outlines bench`` command modules share: list-valued options and
+report output (the argument groups live in :mod:`cad_outlines.arguments`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any, Callable
 
 from cad_outlines.arguments import UsageError
 
-__all__ = ["add_output_args", "draw_plot", "emit", "int_list", "name_list"]
+__all__ = ["draw_plot", "emit", "int_list", "name_list"]
 
 
 def int_list(option: str, text: str, minimum: int | None = None) -> tuple[int, ...]:
@@ -19,15 +20,6 @@ def int_list(option: str, text: str, minimum: int | None = None) -> tuple[int, .
     if minimum is not None and min(values) < minimum:
         raise UsageError(f"{option} values must be >= {minimum}, got {text!r}")
     return values
-
-
-def add_output_args(p: argparse.ArgumentParser, plot: bool = True) -> None:
-    """``--seed``, ``--json``, ``-o`` and (with ``plot``) ``--plot``."""
-    p.add_argument("--seed", type=int, default=0, help="seed of weights, ids and draws (default: 0)")
-    p.add_argument("--json", action="store_true", help="print every measurement as JSON")
-    p.add_argument("-o", "--output", metavar="OUT.json", help="also write the JSON here (atomically)")
-    if plot:
-        p.add_argument("--plot", metavar="PNG", help="write the plot here (PNG)")
 
 
 def emit(args: argparse.Namespace, report: dict, table: str) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from ..decoding.generator import CaDGenerator
+from ..decoding.options import group_options
 from ..language.program import Copy, Gen, Op
 from ..language.syntax import copy_tag
 from ..decoding.runner import ObservedRunner, TransformersRunner
@@ -49,10 +50,12 @@ class CountingRunner:
 
 
 def counting_generator(model: Any, document: str, **options: Any) -> tuple[CaDGenerator, CountingRunner]:
-    """A generator over ``document`` whose forwards are counted, not run (drafts off)."""
+    """A generator over ``document`` whose forwards are counted, not run (drafts off);
+    ``options`` are flat keywords (:func:`~cad_outlines.decoding.options.group_options`)."""
     vocab = model.model.get_output_embeddings().weight.shape[0]
     runner = CountingRunner(vocab)
-    return CaDGenerator(model, document, runner=runner, draft_tags=False, **options), runner
+    options = {"draft_tags": False, **options, "runner": runner}
+    return CaDGenerator(model, document, **group_options(options, caller="counting_generator")), runner
 
 
 class CpuClock:
@@ -97,10 +100,12 @@ class CpuClock:
 
 
 def clocked_generator(model: Any, document: str, **options: Any) -> tuple[CaDGenerator, CpuClock]:
-    """A generator over ``document`` whose runner and loop phases a :class:`CpuClock` observes."""
+    """A generator over ``document`` whose runner and loop phases a :class:`CpuClock` observes;
+    ``options`` are flat keywords (:func:`~cad_outlines.decoding.options.group_options`)."""
     clock = CpuClock()
     runner = ObservedRunner(TransformersRunner(model.model), clock)
-    return CaDGenerator(model, document, runner=runner, observer=clock.phase, **options), clock
+    options = {**options, "runner": runner, "observer": clock.phase}
+    return CaDGenerator(model, document, **group_options(options, caller="clocked_generator")), clock
 
 
 def cpu_run(clock: CpuClock, call: Callable[[], Any]) -> tuple[Any, dict[str, float]]:

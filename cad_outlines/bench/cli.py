@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable
 
-from cad_outlines.arguments import UsageError, add_ceiling_arguments, load_cases, positive
+from cad_outlines.arguments import (CommandTable, UsageError, add_ceiling_arguments, add_device_args, add_output_args,
+                                    load_cases, positive)
 
 from . import cli_quality
-from ._cliargs import add_output_args, draw_plot, emit, int_list
+from ._cliargs import draw_plot, emit, int_list
 
-_BENCH_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
+#: The measurements, as ``bench --help`` lists them (speed here, then quality).
+COMMANDS = CommandTable()
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -29,11 +30,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="run a measurement (each reports its configuration, machine and versions)",
         description="Measurements behind the figures in docs/.")
     bench = p.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
-    for add in _BENCH_COMMANDS + cli_quality.COMMANDS:
-        add(bench)
+    COMMANDS.add_to(bench)
 
 
 # --- bench kernel | e2e | formats | perturb (cad_outlines/bench/, docs/benchmarks.md) ------
+
+
+def _add_device_args(p: argparse.ArgumentParser) -> None:
+    add_device_args(p, device_help="torch device: cpu (default) or cuda", dtype_help="weight dtype (default: float32)")
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -43,13 +47,12 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
                    help="random-weight architecture of cad_outlines.tools.models.PRESETS (e.g. "
                         "tiny-qwen, qwen2.5-0.5b); speed does not depend on the weights, "
                         "selection quality does")
-    p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
-                   help="weight dtype (default: float32)")
+    _add_device_args(p)
     p.add_argument("--threads", type=positive, default=None, metavar="N",
                    help="torch intra-op threads (default: torch's own choice)")
 
 
+@COMMANDS.command
 def _add_bench_bounds(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser(
         "bounds",
@@ -90,9 +93,8 @@ def _run_bench_bounds(args: argparse.Namespace) -> int:
     return 0
 
 
-_BENCH_COMMANDS.append(_add_bench_bounds)
 
-
+@COMMANDS.command
 def _add_bench_kernel(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser(
         "kernel",
@@ -121,8 +123,6 @@ def _run_bench_kernel(args: argparse.Namespace) -> int:
     return 0
 
 
-_BENCH_COMMANDS.append(_add_bench_kernel)
-
 
 def _csv(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
@@ -150,6 +150,7 @@ def _add_case_args(p: argparse.ArgumentParser, kernel_trials: int) -> None:
                         "'i| ') or compact (constant head first, lines numbered 'i ', instruction last)")
 
 
+@COMMANDS.command
 def _add_bench_e2e(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser(
         "e2e",
@@ -185,9 +186,8 @@ def _run_bench_e2e(args: argparse.Namespace) -> int:
     return 0 if not report["failures"] else 1
 
 
-_BENCH_COMMANDS.append(_add_bench_e2e)
 
-
+@COMMANDS.command
 def _add_bench_formats(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser(
         "formats",
@@ -219,9 +219,8 @@ def _run_bench_formats(args: argparse.Namespace) -> int:
     return 0
 
 
-_BENCH_COMMANDS.append(_add_bench_formats)
 
-
+@COMMANDS.command
 def _add_bench_prompt(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser(
         "prompt",
@@ -256,9 +255,8 @@ def _run_bench_prompt(args: argparse.Namespace) -> int:
     return 0
 
 
-_BENCH_COMMANDS.append(_add_bench_prompt)
 
-
+@COMMANDS.command
 def _add_bench_pool(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser(
         "pool",
@@ -297,9 +295,8 @@ def _run_bench_pool(args: argparse.Namespace) -> int:
     return 0
 
 
-_BENCH_COMMANDS.append(_add_bench_pool)
 
-
+@COMMANDS.command
 def _add_bench_perturb(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser(
         "perturb",
@@ -331,9 +328,8 @@ def _run_bench_perturb(args: argparse.Namespace) -> int:
     return 0
 
 
-_BENCH_COMMANDS.append(_add_bench_perturb)
 
-
+@COMMANDS.command
 def _add_bench_fuzz(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser(
         "fuzz",
@@ -369,9 +365,8 @@ def _run_bench_fuzz(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-_BENCH_COMMANDS.append(_add_bench_fuzz)
 
-
+@COMMANDS.command
 def _add_bench_all(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser(
         "all",
@@ -415,9 +410,8 @@ def _run_bench_all(args: argparse.Namespace) -> int:
     return 0 if not report["failures"] else 1
 
 
-_BENCH_COMMANDS.append(_add_bench_all)
 
-
+@COMMANDS.command
 def _add_bench_constraint(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser(
         "constraint",
@@ -468,9 +462,8 @@ def _run_bench_constraint(args: argparse.Namespace) -> int:
     return 0 if not any("stopped" in rec for rec in report["tokenizers"].values()) else 1
 
 
-_BENCH_COMMANDS.append(_add_bench_constraint)
 
-
+@COMMANDS.command
 def _add_bench_drafting(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser(
         "drafting",
@@ -488,9 +481,7 @@ def _add_bench_drafting(bench: argparse._SubParsersAction) -> None:
                    help="first K cases of each corpus (ids CORPUS-NNNN; default: all)")
     p.add_argument("--repeats", type=positive, default=1, metavar="R",
                    help="runs of each setting per case; seconds are medians (default: 1)")
-    p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
-                   help="weight dtype (default: float32)")
+    _add_device_args(p)
     p.add_argument("--threads", type=positive, default=1, metavar="N",
                    help="torch intra-op threads (default: 1)")
     add_output_args(p, plot=False)
@@ -508,12 +499,11 @@ def _run_bench_drafting(args: argparse.Namespace) -> int:
     return 0
 
 
-_BENCH_COMMANDS.append(_add_bench_drafting)
-
 
 # --- bench serve (cad_outlines/bench/serve.py, docs/serving.md; needs vLLM) ----------------
 
 
+@COMMANDS.command
 def _add_bench_serve(bench: argparse._SubParsersAction) -> None:
     from cad_outlines.bench.serve import add_arguments  # argparse only; vLLM loads when it runs
 
@@ -537,12 +527,11 @@ def _run_bench_serve(args: argparse.Namespace) -> int:
         raise UsageError(str(err)) from None
 
 
-_BENCH_COMMANDS.append(_add_bench_serve)
-
 
 # --- bench http: the OpenAI-compatible server over loopback (docs/serving.md) ----------------
 
 
+@COMMANDS.command
 def _add_bench_http(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser(
         "http",
@@ -578,4 +567,4 @@ def _run_bench_http(args: argparse.Namespace) -> int:
     return 0
 
 
-_BENCH_COMMANDS.append(_add_bench_http)
+COMMANDS.include(cli_quality.COMMANDS)  # dccd, learn, quality

@@ -6,15 +6,15 @@ Registered by :mod:`cad_outlines.bench.cli` (:data:`COMMANDS`); the speed measur
 from __future__ import annotations
 
 import argparse
-from typing import Callable
 
-from cad_outlines.arguments import UsageError, positive
+from cad_outlines.arguments import CommandTable, UsageError, add_output_args, positive
 
-from ._cliargs import add_output_args, emit, int_list, name_list
+from ._cliargs import emit, int_list, name_list
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
+COMMANDS = CommandTable()
 
 
+@COMMANDS.command
 def _add_bench_dccd(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser(
         "dccd",
@@ -109,9 +109,8 @@ def _run_bench_dccd(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS.append(_add_bench_dccd)
 
-
+@COMMANDS.command
 def _add_bench_learn(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser(
         "learn",
@@ -151,9 +150,8 @@ def _run_bench_learn(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS.append(_add_bench_learn)
 
-
+@COMMANDS.command
 def _add_bench_quality(bench: argparse._SubParsersAction) -> None:
     from cad_outlines.bench.quality import CONFIGS
 
@@ -205,4 +203,3 @@ def _run_bench_quality(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS.append(_add_bench_quality)

@@ -80,6 +80,7 @@ def select_cases(cases: Sequence[Case], per_corpus: int | None) -> list[Case]:
 def run_case(model: Any, case: Case, repeats: int) -> dict[str, Any]:
     """Force ``case``'s oracle program with drafts off and on, ``repeats`` times each."""
     from ..decoding.generator import CaDGenerator
+    from ..decoding.options import Instrumentation, LoopSwitches
     from ..language.oracle import oracle_program
     from ..language.program import Copy
     from ..decoding.runner import ObservedRunner, TransformersRunner
@@ -91,7 +92,8 @@ def run_case(model: Any, case: Case, repeats: int) -> dict[str, Any]:
     for draft in ([False, True, True, False] * repeats)[:2 * repeats]:
         forwards: list[float] = []
         runner = ObservedRunner(TransformersRunner(model.model), lambda width, rows, s: forwards.append(s))
-        result = CaDGenerator(model, case.doc, draft_tags=draft, runner=runner).run(
+        result = CaDGenerator(model, case.doc, loop=LoopSwitches(draft_tags=draft),
+                              instrumentation=Instrumentation(runner=runner)).run(
             INSTRUCTION, force_program=ops)
         if result.document != case.gold:
             raise AssertionError(f"{case.id}: draft_tags={draft} did not rebuild the gold")

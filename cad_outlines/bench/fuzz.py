@@ -29,13 +29,14 @@ import math
 import random
 import time
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Sequence
 
 import torch
 
 from ..language import program, syntax
 from ..decoding.generator import CaDGenerator, CaDResult
+from ..decoding.options import group_options
 from ..language.program import Copy, CopyTokens, Gen
 from . import _common
 
@@ -178,15 +179,16 @@ class ClosingBias:
 class BiasedGenerator(CaDGenerator):
     """:class:`CaDGenerator` with a :class:`ClosingBias` among its logits processors.
 
-    The decode loop is the parent's; the bias enters through the generator's public
-    ``logits_processors`` option.
+    The decode loop is the parent's; the bias enters through the public
+    ``LoopSwitches.logits_processors`` option. ``options`` are flat keywords
+    (:func:`~cad_outlines.decoding.options.group_options`).
     """
 
     def __init__(self, model: Any, document: str, *, bias: bool = True, **options: Any):
-        super().__init__(model, document, **options)
+        super().__init__(model, document, **group_options(options, caller="BiasedGenerator"))
         if bias:
-            self.logits_processors = (*self.logits_processors,
-                                      ClosingBias(self.adapter, self.temperature))
+            processors = (*self.loop.logits_processors, ClosingBias(self.adapter, self.sampling.temperature))
+            self.loop = replace(self.loop, logits_processors=processors)
 
 
 # -- checking one result ----------------------------------------------------------------

@@ -35,16 +35,16 @@ from ..adapters import Adapter, get_adapter
 from .compiling import CompiledGrammar, compile_grammar, tokenizer_setup_seconds
 from .constraint import LoopConstraint, ProgramConstraint, Unconstrained
 from .document import DocumentView
-from .drafting import DraftBudget, Drafter, DraftKind, ForwardCost, PendingDraft, forward_clock
+from .drafting import DraftBudget, Drafter, DraftKind, PendingDraft, forward_clock
 from .defaults import DEFAULT_MAX_NEW_TOKENS, check_budget, check_layout, check_request
 from .forcing import ForcedText, forced_rejected
-from .options import LoopSwitches, Through
+from .options import Instrumentation, LoopSwitches
 from ..errors import CaDError
 from ..language.grammar import Granularity, load_grammar, specialize
 from ..language.program import Op
 from .prompts import Prompt, PromptTemplate, as_messages, style_for, update_prompt
 from .runner import ObservedRunner, Runner, TransformersRunner
-from .sampler import SAMPLING_OPTIONS, OptionError, Sampler, SamplingOptions
+from .sampler import SAMPLING_OPTIONS, Sampler, SamplingOptions
 from .streaming import DocumentStream
 # Re-exported: the result types and the loop's errors live in .results.
 from .results import (CaDResult, CaDStats, ContextLengthError, ForcedProgramError,  # noqa: F401
@@ -73,80 +73,43 @@ class CaDGenerator(SteerableGenerator):
     ``prompt`` is an instruction, an ``outlines.inputs.Chat`` or a list of message dicts
     ending with the user's instruction (:mod:`.prompts`), and ``options`` are any of
     :data:`CALL_OPTIONS`, overriding the constructor's values for that call only.
+    :func:`cad_outlines.generate.cad` builds one from flat keywords
+    (``cad(model, doc, temperature=0.2, splice=False)``).
 
     Parameters
     ----------
     model
-        An Outlines transformers model: ``outlines.from_transformers(hf_model, hf_tok)``.
+        An Outlines transformers model: ``outlines.from_transformers(hf_model, hf_tok)``
+        (a bare tokenizer with a runner of its own: :meth:`for_tokenizer`).
     document
         The text to edit.
     granularity
         ``"lines"`` (``<copy lines="i-j"/>``) or ``"tokens"`` (``<copy tokens="a-b"/>``).
     max_new_tokens
         Budget of program tokens (decoded + forced; spliced tokens are free).
-    temperature, top_p, top_k, min_p, repetition_penalty, seed
-        Sampling (:class:`~cad_outlines.decoding.sampler.SamplingOptions`): ``temperature=0`` is
-        greedy; transformers' warpers act on the allowed ids only (:mod:`.sampler`).
-    splice
-        Append each copied span to the context in one forward (``False``: copied text
-        stays out of the context — format-only mode).
-    fast_forward
-        Append grammar-forced runs in one forward instead of one step per token.
+    sampling
+        :class:`~.sampler.SamplingOptions`, every call's defaults (``temperature=0``: greedy).
+    loop
+        :class:`~.options.LoopSwitches`: splices, forced runs, drafts and their cost curve,
+        the opt-in guards (``monotone_copies``, ``max_gen_tokens``), logits processors.
     mode
         Resolver mode, ``"strict"`` or ``"clipped"``.
     adapter
         Adapter name or instance overriding auto-detection.
-    trace_alpha
-        Record the feasible mass of every constrained step (``result.alpha``).
-    runner
-        The model side (:class:`~cad_outlines.decoding.runner.Runner`); default: a
-        ``TransformersRunner`` over ``model.model`` (benchmarks pass an ``ObservedRunner``).
-    draft_tags
-        Draft the program text an editor most likely writes next (:mod:`.drafting`) onto
-        each forward and verify it on the next steps: an accepted drafted token needs no
-        forward of its own. Greedy output is unchanged; sampled output up to float
-        rounding (docs/design.md, invariant 2, says how rarely a draw moves).
-    draft_lookup
-        With ``draft_tags``, also draft inside gen bodies by prompt lookup: the text that
-        follows the body's last characters where they occur in the document (or an
-        earlier gen). Same guarantee: it changes forward counts, not greedy tokens.
     prompt_template
-        Jinja layout of the instruction message, over ``{{ instruction }}``,
-        ``{{ format }}`` and ``{{ document }}`` (:class:`~cad_outlines.decoding.prompts.PromptTemplate`);
+        Jinja layout of the instruction message (:class:`~.prompts.PromptTemplate`);
         ``None``: the layout of ``prompt_style``.
     prompt_style
-        ``"full"`` or ``"compact"`` (constant part first, instruction last;
-        ``adapters/_view.py``); ``None``: the model's own (:func:`~.prompts.trained_style`).
-    logits_processors
-        transformers-style ``(input_ids, scores) -> scores`` processors applied to every
-        chosen token's masked scores (``input_ids``: the ids the model has seen), before
-        the repetition penalty and the warpers. A bias, not a constraint: the mask is
-        applied again after them, so they cannot make a disallowed token possible.
-    forward_cost
-        The machine's cost of a forward by width (:class:`~cad_outlines.decoding.drafting.ForwardCost`):
-        each draft is cut to the length that pays for its width. ``None`` keeps drafts
-        whole (right on a GPU, where width is nearly free). Never changes the output.
-    monotone_copies
-        Opt-in: each copy must start after the previous copy's end (checked in the mask,
-        like ``i <= j``), so a model cannot loop on the same lines. Edits that reorder
-        lines (a swap) then need a gen for the moved text.
-    max_gen_tokens
-        Opt-in cap on the tokens of one gen body: a body that reaches it stops the run
-        (``stats.stopped_early``, ``stats.stop_reason == "max_gen_tokens"``), so a model
-        re-typing the document in a gen ends early instead of spending the whole budget.
-    tokenizer
-        With ``model=None``: the Hugging Face tokenizer to run on, with ``runner`` as the
-        model side (the SFT row builder records the loop's forwards this way).
-    observer
-        Called with the name of each phase of a decode step as the loop enters it
-        (``mask``, ``choose``, ``advance``, ``verify``, ``forward`` or ``splice``, ``step``;
-        ``end`` after the last): a benchmark clocks the phases; the loop keeps no
-        stopwatch of its own beyond ``prefill_seconds`` and ``total_seconds``.
+        ``"full"`` or ``"compact"`` (instruction last); ``None``: the model's own
+        (:func:`~.prompts.trained_style`).
+    instrumentation
+        :class:`~.options.Instrumentation`: the runner (the model side), a phase
+        ``observer``, ``trace_alpha``.
 
     Raises
     ------
     UnsupportedModelError
-        For any model but an Outlines transformers model.
+        For any model but an Outlines transformers model (``None`` included).
 
     Examples
     --------
@@ -155,45 +118,28 @@ class CaDGenerator(SteerableGenerator):
     >>> result = gen.run("rename foo to bar"); result.stats     # doctest: +SKIP
     """
 
-    # Each reads and writes one field of ``self.sampling`` / ``self.switches``.
-    temperature, top_p, top_k, min_p, repetition_penalty, seed = (Through("sampling") for _ in range(6))
-    splice, fast_forward, draft_tags, draft_lookup, forward_cost = (Through("switches") for _ in range(5))
-
     def __init__(self, model: Any, document: str, *, granularity: Granularity = "lines",
-                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, temperature: float = 0.0, top_p: float = 1.0,
-                 top_k: int = 0, min_p: float = 0.0, repetition_penalty: float = 1.0,
-                 seed: int | None = 0, splice: bool = True, fast_forward: bool = True,
-                 mode: Literal["strict", "clipped"] = "strict", adapter: str | Adapter | None = None,
-                 trace_alpha: bool = False, draft_tags: bool = True, draft_lookup: bool = True,
-                 prompt_template: str | PromptTemplate | None = None, prompt_style: str | None = None,
-                 runner: Runner | None = None,
-                 logits_processors: Sequence[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = (),
-                 forward_cost: ForwardCost | None = None, monotone_copies: bool = False,
-                 max_gen_tokens: int | None = None, tokenizer: Any = None,
-                 observer: Callable[[str], None] | None = None):
-        if model is None and (tokenizer is None or runner is None):
-            raise UnsupportedModelError("without a model, pass both tokenizer= (a Hugging Face tokenizer) "
-                                        "and runner= (the model side)")
-        if model is not None:
+                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, sampling: SamplingOptions | None = None,
+                 loop: LoopSwitches | None = None, mode: Literal["strict", "clipped"] = "strict",
+                 adapter: str | Adapter | None = None, prompt_template: str | PromptTemplate | None = None,
+                 prompt_style: str | None = None, instrumentation: Instrumentation | None = None):
+        bare = isinstance(model, _TokenizerOnly)
+        if model is None:
+            raise UnsupportedModelError(
+                "CaDGenerator needs an Outlines transformers model (outlines.from_transformers(hf_model, "
+                "hf_tokenizer)); to run the loop on a bare tokenizer and a runner of your own, use "
+                "CaDGenerator.for_tokenizer(tokenizer, document, runner)")
+        if not bare:
             check_model(model)
-        hf_tokenizer = model.hf_tokenizer if model is not None else tokenizer
-        if max_gen_tokens is not None and (not isinstance(max_gen_tokens, int) or max_gen_tokens < 1):
-            raise OptionError(f"max_gen_tokens must be an integer >= 1 or None, got {max_gen_tokens!r}")
-        self.monotone_copies, self.max_gen_tokens = bool(monotone_copies), max_gen_tokens
+        hf_tokenizer = model.hf_tokenizer
         check_request(granularity, mode)
-        self.model = model
-        self.hf_model = model.model if model is not None else None
-        self.document = document
-        self.granularity = granularity
-        self.max_new_tokens = max_new_tokens
-        #: The sampling defaults of every call (one checked object; the attributes write through).
-        self.sampling = SamplingOptions(temperature, top_p, top_k, min_p, repetition_penalty, seed)
+        self.model, self.hf_model = (None, None) if bare else (model, model.model)
+        self.document, self.granularity, self.max_new_tokens, self.mode = document, granularity, max_new_tokens, mode
+        #: The sampling defaults of every call; how the loop computes; its hooks (one object each).
+        self.sampling = sampling if sampling is not None else SamplingOptions()
+        self.loop = loop if loop is not None else LoopSwitches()
+        self.instrumentation = instrumentation if instrumentation is not None else Instrumentation()
         self._call_options({})  # check the budget now, not at the first call
-        #: How the loop computes its output (the attributes write through).
-        self.switches = LoopSwitches(splice, fast_forward, draft_tags, draft_lookup, forward_cost)
-        self.mode, self.trace_alpha = mode, trace_alpha
-        self.observer = observer
-        self.logits_processors = tuple(logits_processors)
         self.prompt_template = (prompt_template if prompt_template is None or isinstance(prompt_template, PromptTemplate)
                                 else PromptTemplate(prompt_template))
         self.prompt_style = style_for(prompt_style, self.hf_model, granularity)
@@ -204,21 +150,26 @@ class CaDGenerator(SteerableGenerator):
             self.adapter = get_adapter(hf_tokenizer, adapter)
         #: The document's copy units, copy bounds, spliced ids and resolve call.
         self.view = DocumentView(document, self.adapter, granularity)
-        self.compiled: CompiledGrammar = compile_grammar(model if model is not None else hf_tokenizer,
+        self.compiled: CompiledGrammar = compile_grammar(hf_tokenizer if bare else model,
                                                          self.view.upper, granularity)
         #: The model side of the loop (:mod:`.runner`); benchmarks pass an observed one.
-        self.runner: Runner = runner if runner is not None else TransformersRunner(self.hf_model)
+        self.runner: Runner = (self.instrumentation.runner if self.instrumentation.runner is not None
+                               else TransformersRunner(self.hf_model))
+
+    @classmethod
+    def for_tokenizer(cls, tokenizer: Any, document: str, runner: Runner, **options: Any) -> "CaDGenerator":
+        """The loop on a Hugging Face ``tokenizer`` and ``runner`` (the model side), no
+        Outlines model: the SFT row builder records the loop's forwards this way.
+        ``options`` are the constructor's keywords (an ``instrumentation`` keeps its
+        observer and ``trace_alpha``; its runner is ``runner``)."""
+        instrumentation = options.pop("instrumentation", None) or Instrumentation()
+        return cls(_TokenizerOnly(tokenizer), document, **options,
+                   instrumentation=dataclasses.replace(instrumentation, runner=runner))
 
     @classmethod
     def from_processor(cls, model: Any, processor: Any) -> "CaDGenerator":  # type: ignore[override]
-        """Not available: the constraint is built from the document, not from a processor.
-
-        Raises
-        ------
-        NotImplementedError
-            Always; build the generator with ``CaDGenerator(model, document)`` or
-            ``cad_outlines.generate.cad(model, document)``.
-        """
+        """Not available (``NotImplementedError``): the constraint is built from the
+        document; use ``CaDGenerator(model, document)`` or ``generate.cad(model, document)``."""
         raise NotImplementedError(
             "CaDGenerator builds its constraint from the document it edits (the program grammar "
             "specialised to its length), so it cannot take a logits processor; use "
@@ -426,21 +377,21 @@ class CaDGenerator(SteerableGenerator):
         and the constraint (whose ``pending`` text is the op being written); returns the
         :class:`CaDResult` (the ``StopIteration`` value, what ``yield from`` evaluates to)."""
         start_time = time.perf_counter()
-        mark = self.observer or _unobserved
+        mark = self.instrumentation.observer or _unobserved
         max_new_tokens, sampling = options
         stats = CaDStats(compile_seconds=self.compiled.compile_seconds,
                          tokenizer_setup_seconds=tokenizer_setup_seconds(self.adapter.tokenizer))
         constraint: LoopConstraint = (
-            ProgramConstraint(self.compiled, self.view.indices, self.monotone_copies) if constrained
+            ProgramConstraint(self.compiled, self.view.indices, self.loop.monotone_copies) if constrained
             else Unconstrained(self.compiled, self.adapter.eos_token_id))
         forced = None
         if force_program is not None:
             text = force_program if isinstance(force_program, str) else program.render(force_program)
             forced = ForcedText.from_text(self.adapter, text, segmented=constrained)
-        trace = _new_trace() if self.trace_alpha else None
-        gen_cap = self.max_gen_tokens if constrained and force_program is None else None
+        trace = _new_trace() if self.instrumentation.trace_alpha else None
+        gen_cap = self.loop.max_gen_tokens if constrained and force_program is None else None
         gen_tokens = 0  # tokens chosen in the current gen body
-        sampler = Sampler(sampling, processors=self.logits_processors)
+        sampler = Sampler(sampling, processors=self.loop.logits_processors)
 
         prompt_ids = self._prompt_ids(prompt, plain_prompt)
         stats.prompt_tokens = len(prompt_ids)
@@ -450,8 +401,8 @@ class CaDGenerator(SteerableGenerator):
         seen = list(prompt_ids) if sampler.needs_context else None
         cache = self.runner.new_cache()
         draft = None
-        if self.draft_tags and constrained:
-            budget = DraftBudget(self.forward_cost)  # its curve is calibrated by the run's forwards
+        if self.loop.draft_tags and constrained:
+            budget = DraftBudget(self.loop.forward_cost)  # its curve is calibrated by the run's forwards
             draft = PendingDraft(ObservedRunner(self.runner, budget.observe, forward_clock(self.runner))
                                  if budget.calibrates else self.runner, cache, budget)
         drafter = self._drafter(prediction) if draft is not None else None
@@ -501,9 +452,9 @@ class CaDGenerator(SteerableGenerator):
             spliced = False
             while True:
                 yield new_ops, constraint
-                if self.splice and self.view.splice(new_ops, context, stats):
+                if self.loop.splice and self.view.splice(new_ops, context, stats):
                     spliced = True
-                run = constraint.forced() if self.fast_forward and not constraint.done else []
+                run = constraint.forced() if self.loop.fast_forward and not constraint.done else []
                 run = run[:max(0, max_new_tokens - stats.program_tokens)]
                 if not run:
                     break
@@ -577,8 +528,8 @@ class CaDGenerator(SteerableGenerator):
     def drafter(self) -> Drafter:
         """The document's drafter, built on first use (never when drafts are off)."""
         if self.granularity == "lines":
-            return Drafter(self.view.lines, "lines", lookup=self.draft_lookup)
-        return Drafter([self.adapter.decode([t]) for t in self.view.doc_ids], "tokens", lookup=self.draft_lookup)
+            return Drafter(self.view.lines, "lines", lookup=self.loop.draft_lookup)
+        return Drafter([self.adapter.decode([t]) for t in self.view.doc_ids], "tokens", lookup=self.loop.draft_lookup)
 
     def _drafter(self, prediction: str | None) -> Drafter:
         """The run's drafter: the document's, or one that follows the program writing
@@ -587,7 +538,7 @@ class CaDGenerator(SteerableGenerator):
             return self.drafter
         from ..language.oracle import oracle_program
 
-        return Drafter(self.view.lines, "lines", lookup=self.draft_lookup,
+        return Drafter(self.view.lines, "lines", lookup=self.loop.draft_lookup,
                        plan=oracle_program(self.document, prediction))
 
     def _propose(self, constraint: ProgramConstraint, stats: CaDStats, width: int,
@@ -639,3 +590,10 @@ def _new_trace() -> Any:
     from .alpha import AlphaTrace
 
     return AlphaTrace()
+
+
+class _TokenizerOnly:
+    """The model argument :meth:`CaDGenerator.for_tokenizer` passes: a tokenizer, no model."""
+
+    def __init__(self, tokenizer: Any):
+        self.hf_tokenizer = tokenizer

@@ -1,22 +1,44 @@
-"""The option objects a generator holds: its :class:`~.sampler.SamplingOptions` and its
-:class:`LoopSwitches`, each one frozen object, with attributes that read and write
-through them (``gen.temperature = 0.7`` replaces ``gen.sampling``, checked at once).
+"""The option objects a :class:`~.generator.CaDGenerator` takes, and the one map from
+flat keywords to them.
+
+``CaDGenerator(model, document, sampling=SamplingOptions(...), loop=LoopSwitches(...),
+instrumentation=Instrumentation(...))`` is the public form: each object is frozen and
+checked when it is built, and the generator holds it as one attribute (``gen.sampling``,
+``gen.loop``, ``gen.instrumentation``), so an option is set in one place only. The
+one-call entry points (:func:`cad_outlines.generate.cad`, ``edit``, ``apply``) keep flat
+keywords (``temperature=0.2, splice=False``) and build the objects with
+:func:`group_options`.
+
+:class:`~.sampler.SamplingOptions` (``temperature``, ``top_p``, ``top_k``, ``min_p``,
+``repetition_penalty``, ``seed``) lives with the sampler: they are the values every call
+may override (``editor(prompt, temperature=0.7)``) and the ones every engine reads.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from ..errors import OptionError, OptionTypeError
 from .drafting import ForwardCost
+from .sampler import SAMPLING_OPTIONS, SamplingOptions
 
-__all__ = ["LoopSwitches", "Through"]
+if TYPE_CHECKING:
+    import torch
+
+    from .runner import Runner
+
+__all__ = ["CONSTRUCTOR_OPTIONS", "INSTRUMENTATION_OPTIONS", "Instrumentation", "LOOP_OPTIONS",
+           "LoopSwitches", "group_options"]
+
+#: A transformers-style logits processor: ``(input_ids, scores) -> scores``.
+LogitsProcessor = Callable[["torch.Tensor", "torch.Tensor"], "torch.Tensor"]
 
 
 @dataclass(frozen=True)
 class LoopSwitches:
-    """How the decode loop computes its output (the benchmarks' ablations).
+    """How the decode loop computes its output: the benchmarks' ablations, the loop's
+    guards and the caller's logits processors (defaults as shown).
 
     Attributes
     ----------
@@ -25,12 +47,35 @@ class LoopSwitches:
         stays out of the context, format-only mode, which can change the output).
     fast_forward
         Append grammar-forced runs in one forward instead of one step per token.
-    draft_tags, draft_lookup
-        Draft the likely program text (and, in gen bodies, prompt-lookup text) onto each
-        forward and verify it (:mod:`.drafting`); greedy output is unchanged.
+    draft_tags
+        Draft the program text an editor most likely writes next (:mod:`.drafting`) onto
+        each forward and verify it on the next steps: an accepted drafted token needs no
+        forward of its own. Greedy output is unchanged; sampled output up to float
+        rounding (docs/design.md, invariant 2, says how rarely a draw moves).
+    draft_lookup
+        With ``draft_tags``, also draft inside gen bodies by prompt lookup: the text that
+        follows the body's last characters where they occur in the document (or an
+        earlier gen). It changes forward counts, not greedy tokens.
     forward_cost
-        The machine's cost of a forward by width: drafts are cut to what pays for it
-        (``None``: drafts go whole).
+        The machine's cost of a forward by width (:class:`~.drafting.ForwardCost`): each
+        draft is cut to the length that pays for its width. ``None`` keeps drafts whole
+        (right on a GPU, where width is nearly free). Never changes the output.
+    monotone_copies
+        Opt-in guard: each copy must start after the previous copy's end (checked in the
+        mask, like ``i <= j``), so a model cannot loop on the same lines. Edits that
+        reorder lines (a swap) then need a gen for the moved text.
+    max_gen_tokens
+        Opt-in guard: a cap on the tokens of one gen body; a body that reaches it stops
+        the run (``stats.stopped_early``, ``stats.stop_reason == "max_gen_tokens"``), so a
+        model re-typing the document in a gen ends early instead of spending the budget.
+    logits_processors
+        transformers-style ``(input_ids, scores) -> scores`` processors applied to every
+        chosen token's masked scores (``input_ids``: the ids the model has seen), before
+        the repetition penalty and the warpers. A bias, not a constraint: the mask is
+        applied again after them, so they cannot make a disallowed token possible. They
+        sit here, not in :class:`~.sampler.SamplingOptions`, because sampling options are
+        plain values a call may override and every engine reads (vLLM included), while
+        processors are callables of the transformers loop, fixed per generator.
     """
 
     splice: bool = True
@@ -38,21 +83,86 @@ class LoopSwitches:
     draft_tags: bool = True
     draft_lookup: bool = True
     forward_cost: ForwardCost | None = None
+    monotone_copies: bool = False
+    max_gen_tokens: int | None = None
+    logits_processors: Sequence[LogitsProcessor] = ()
+
+    def __post_init__(self) -> None:
+        limit = self.max_gen_tokens
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise OptionError(f"max_gen_tokens must be an integer >= 1 or None, got {limit!r}")
+        object.__setattr__(self, "monotone_copies", bool(self.monotone_copies))
+        object.__setattr__(self, "logits_processors", tuple(self.logits_processors))
 
 
-class Through:
-    """A class attribute that reads and writes one field of a frozen options object the
-    instance holds as ``holder`` (writing replaces the object, so its checks run)."""
+@dataclass(frozen=True)
+class Instrumentation:
+    """What a benchmark, a test or a serving process hooks into the loop (defaults as shown).
 
-    def __init__(self, holder: str):
-        self.holder = holder
-        self.name = ""
+    Attributes
+    ----------
+    runner
+        The model side (:class:`~.runner.Runner`); ``None``: a ``TransformersRunner``
+        over ``model.model``. Pass one to share a prompt-prefix cache across generators
+        (``edit``, ``serve``), to count or clock forwards (an ``ObservedRunner``), or to
+        run the loop on another engine.
+    observer
+        Called with the name of each phase of a decode step as the loop enters it
+        (``mask``, ``choose``, ``advance``, ``verify``, ``forward`` or ``splice``,
+        ``step``; ``end`` after the last): a benchmark clocks the phases; the loop keeps
+        no stopwatch of its own beyond ``prefill_seconds`` and ``total_seconds``.
+    trace_alpha
+        Record the feasible mass of every constrained step (``result.alpha``).
+    """
 
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
+    runner: "Runner | None" = None
+    observer: Callable[[str], None] | None = None
+    trace_alpha: bool = False
 
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        return self if obj is None else getattr(getattr(obj, self.holder), self.name)
 
-    def __set__(self, obj: Any, value: Any) -> None:
-        setattr(obj, self.holder, dataclasses.replace(getattr(obj, self.holder), **{self.name: value}))
+#: Names of the :class:`LoopSwitches` and :class:`Instrumentation` fields.
+LOOP_OPTIONS: tuple[str, ...] = tuple(f.name for f in fields(LoopSwitches))
+INSTRUMENTATION_OPTIONS: tuple[str, ...] = tuple(f.name for f in fields(Instrumentation))
+#: The generator's own keyword parameters (``tests/test_loop_options.py`` checks them
+#: against ``CaDGenerator``'s signature).
+CONSTRUCTOR_OPTIONS: tuple[str, ...] = ("granularity", "max_new_tokens", "sampling", "loop", "mode", "adapter",
+                                        "prompt_template", "prompt_style", "instrumentation")
+_GROUPS: dict[str, tuple[type, tuple[str, ...]]] = {
+    "sampling": (SamplingOptions, SAMPLING_OPTIONS), "loop": (LoopSwitches, LOOP_OPTIONS),
+    "instrumentation": (Instrumentation, INSTRUMENTATION_OPTIONS)}
+
+
+def group_options(flat: Mapping[str, Any], *, caller: str = "cad_outlines.generate.cad") -> dict[str, Any]:
+    """The generator's keyword arguments from flat ones.
+
+    ``{"temperature": 0.2, "splice": False, "max_new_tokens": 512}`` becomes
+    ``{"sampling": SamplingOptions(temperature=0.2), "loop": LoopSwitches(splice=False),
+    "max_new_tokens": 512}``; the generator's own parameters (:data:`CONSTRUCTOR_OPTIONS`,
+    the objects included) pass through.
+
+    Raises
+    ------
+    OptionTypeError
+        A ``TypeError`` (and an ``OptionError``) for an unknown keyword, or a flat name
+        given beside the object that holds it (``seed=`` with ``sampling=``): an option
+        is set one way. Each object's own checks raise ``OptionError`` as it is built.
+    """
+    kwargs: dict[str, Any] = {}
+    gathered: dict[str, dict[str, Any]] = {group: {} for group in _GROUPS}
+    for name, value in flat.items():
+        group = next((g for g, (_, names) in _GROUPS.items() if name in names), None)
+        if group is not None:
+            gathered[group][name] = value
+        elif name in CONSTRUCTOR_OPTIONS:
+            kwargs[name] = value
+        else:
+            known = (*CONSTRUCTOR_OPTIONS, *SAMPLING_OPTIONS, *LOOP_OPTIONS, *INSTRUMENTATION_OPTIONS)
+            raise OptionTypeError(f"{caller}: unknown option {name!r}; the options are {', '.join(known)}")
+    for group, values in gathered.items():
+        if not values:
+            continue
+        if kwargs.get(group) is not None:
+            raise OptionTypeError(f"{caller}: {', '.join(values)} given beside {group}=; "
+                                  f"set {'it' if len(values) == 1 else 'them'} in the {group} object")
+        kwargs[group] = _GROUPS[group][0](**values)
+    return kwargs

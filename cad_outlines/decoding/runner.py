@@ -192,7 +192,7 @@ class ObservedRunner:
     observed too); a plain :class:`Runner` otherwise.
 
     Benchmarks count forwards and their widths, or clock them, by wrapping the runner a
-    generator uses (``CaDGenerator(..., runner=ObservedRunner(runner, observe))``);
+    generator uses (``CaDGenerator(..., instrumentation=Instrumentation(runner=ObservedRunner(runner, observe)))``);
     nothing in the decode loop knows it is observed.
 
     Parameters

@@ -167,7 +167,9 @@ class VLLMEditor:
         self.engine = engine
         self.granularity = granularity
         self.max_new_tokens = max_new_tokens
-        self.temperature, self.top_p, self.seed, self.mode = temperature, top_p, seed, mode
+        #: The sampling options of every request (vLLM's sampler honours temperature, top_p, seed).
+        self.sampling = options
+        self.mode = mode
         tokenizer = load_tokenizer(engine.model_config.tokenizer)
         self.adapter = adapter if isinstance(adapter, Adapter) else get_adapter(tokenizer, adapter)
         config = engine.llm_engine.vllm_config if isinstance(engine, LLM) else engine.vllm_config
@@ -398,9 +400,10 @@ class _Session:
         if self.forced is not None:
             args["force"] = self.forced[len(self.program_ids):]
         editor = self.editor
-        seed = None if editor.seed is None else editor.seed + self.stats.requests
+        sampling = editor.sampling
+        seed = None if sampling.seed is None else sampling.seed + self.stats.requests
         params = SamplingParams(
-            max_tokens=budget, temperature=editor.temperature, top_p=editor.top_p, seed=seed,
+            max_tokens=budget, temperature=sampling.temperature, top_p=sampling.top_p, seed=seed,
             stop=STOP_STRINGS, include_stop_str_in_output=True,
             stop_token_ids=[self.adapter.eos_token_id], extra_args={EXTRA_KEY: args})
         return list(self.context), params
@@ -482,8 +485,9 @@ class _RegenSession:
         editor, eos = self.editor, self.adapter.eos_token_id
         budget = len(self.forced) if self.forced is not None else editor.max_new_tokens
         extra = {EXTRA_KEY: {"eos": eos, "force": self.forced}} if self.forced is not None else None
-        params = SamplingParams(max_tokens=budget, temperature=editor.temperature, top_p=editor.top_p,
-                                seed=editor.seed, stop_token_ids=[eos], extra_args=extra)
+        sampling = editor.sampling
+        params = SamplingParams(max_tokens=budget, temperature=sampling.temperature, top_p=sampling.top_p,
+                                seed=sampling.seed, stop_token_ids=[eos], extra_args=extra)
         return list(self.prompt), params
 
     def feed(self, output: Any) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..adapters import get_adapter
 from ..decoding.generator import CaDGenerator, IncompleteProgramError
+from ..decoding.options import Instrumentation
 from ..decoding.results import ContextLengthError
 from ..decoding.runner import TransformersRunner
 from ..errors import InputError, RequestCancelled
@@ -150,7 +151,8 @@ class Engine:
         """The generator of ``document``, built once and kept (:data:`GENERATOR_CACHE`)."""
         gen = self._generators.pop(document, None)
         if gen is None:
-            gen = CaDGenerator(self.model, document, runner=self.runner, max_new_tokens=self.max_tokens)
+            gen = CaDGenerator(self.model, document, max_new_tokens=self.max_tokens,
+                               instrumentation=Instrumentation(runner=self.runner))
         self._generators[document] = gen
         while len(self._generators) > GENERATOR_CACHE:
             self._generators.popitem(last=False)

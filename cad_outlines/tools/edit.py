@@ -207,18 +207,21 @@ def edit_with_transformers(model: Any, documents: dict[str, str], instruction: s
                            forced: str | None = None, progress: bool = False) -> Iterator[EditOutcome]:
     """Decode each file in turn with :class:`CaDGenerator`; yield each verdict as it is reached."""
     from ..decoding.generator import CaDGenerator
+    from ..decoding.options import Instrumentation, LoopSwitches
     from ..decoding.progress import DecodeProgress
     from ..decoding.runner import TransformersRunner
+    from ..decoding.sampler import SamplingOptions
     from ..language.resolver import ResolveError
 
     # One runner for every file: each prefill reuses the KV of the prompt prefix it shares
     # with the previous file's (chat header, instruction, format statement).
     runner = TransformersRunner(model.model, prefix_cache=True)
+    sampling = SamplingOptions(temperature=options.temperature, top_p=options.top_p, seed=options.seed)
     for name, document in documents.items():
         generator = CaDGenerator(model, document, granularity=options.granularity,
-                                 max_new_tokens=options.max_new_tokens, temperature=options.temperature,
-                                 top_p=options.top_p, seed=options.seed, forward_cost=options.forward_cost,
-                                 runner=runner)
+                                 max_new_tokens=options.max_new_tokens, sampling=sampling,
+                                 loop=LoopSwitches(forward_cost=options.forward_cost),
+                                 instrumentation=Instrumentation(runner=runner))
         with DecodeProgress(name, options.max_new_tokens, enabled=progress) as bar:
             try:
                 result = generator.run(instruction, force_program=forced, progress=bar)

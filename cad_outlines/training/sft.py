@@ -174,12 +174,13 @@ class RowBuilder:
             If the document's constraint rejects the program.
         """
         from ..decoding.generator import CaDGenerator, ForcedProgramError
+        from ..decoding.options import LoopSwitches
 
         text = target if isinstance(target, str) else program.render(target)
         self._runner.fed = []
-        gen = CaDGenerator(None, doc, tokenizer=self.tokenizer, granularity=self.granularity, adapter=self.adapter,
-                           max_new_tokens=1 << 30, draft_tags=False, runner=self._runner,
-                           prompt_style=self.prompt_style)
+        gen = CaDGenerator.for_tokenizer(self.tokenizer, doc, self._runner, granularity=self.granularity,
+                                         adapter=self.adapter, max_new_tokens=1 << 30,
+                                         loop=LoopSwitches(draft_tags=False), prompt_style=self.prompt_style)
         try:
             result = gen.run(instruction, force_program=text)
         except (ForcedProgramError, ValueError) as err:
