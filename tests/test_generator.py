@@ -289,3 +289,14 @@ def test_bad_options_are_rejected(tiny_model):
     for kwargs in [dict(granularity="words"), dict(max_new_tokens=0), dict(temperature=-1), dict(top_p=0)]:
         with pytest.raises(ValueError):
             cad(model, "x", **kwargs)
+
+
+def test_regeneration_that_samples_bytes_which_are_not_utf8_keeps_going(tiny_model):
+    from cad_outlines.decoding.constraint import Unconstrained
+
+    gen = CaDGenerator(tiny_model("tiny-qwen"), "x = 1\n")
+    free = Unconstrained(gen.compiled, gen.adapter.eos_token_id)
+    # a lone continuation byte: no UTF-8 text starts with one
+    lone = next(t for t in range(1000) if len(free.piece_bytes(t)) == 1 and 0x80 <= free.piece_bytes(t)[0] < 0xC0)
+    free.advance([lone, gen.adapter.encode("ok")[0]])
+    assert free.text.startswith("\ufffd") and not free.done

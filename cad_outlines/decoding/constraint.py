@@ -476,7 +476,9 @@ class Unconstrained:
     def __init__(self, compiled: CompiledGrammar, eos_token_id: int | None):
         self.compiled = compiled
         self.eos_token_id = eos_token_id
-        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        # Nothing constrains a free model to valid UTF-8: a byte sequence that is not one
+        # becomes U+FFFD in the text, as transformers' own decode shows it, never an error.
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.text = ""
         self.ops: list[Op] = []
         self._ended = False
