@@ -109,6 +109,22 @@ def temperature(value: str) -> float:
     return number
 
 
+def int_range(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in ``low..high`` (``high`` ``None``: no upper bound)."""
+
+    def check(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}" if high is None else
+                                             f"must be in {low}..{high}, got {value}")
+        return value
+
+    return check
+
+
 def top_p(value: str) -> float:
     """An argparse type: a number in (0, 1]."""
     number = float(value)

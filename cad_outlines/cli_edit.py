@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Any
 
-from cad_outlines.arguments import (CommandTable, HelpFormatter, UsageError, add_device_args, add_model_source,
+from cad_outlines.arguments import (CommandTable, int_range, HelpFormatter, UsageError, add_device_args, add_model_source,
                                     add_sampling_args, add_verbosity, positive, read_input, write_stdout)
 from cad_outlines.arguments import status as _status
 from cad_outlines.decoding.defaults import DEFAULT_MAX_NEW_TOKENS
@@ -315,24 +315,8 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run_serve)
 
 
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"must be in 0..65535, got {port}")
-    return port
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+_port = int_range(0, 65535)
+_non_negative = int_range(0)
 
 
 def _run_serve(args: argparse.Namespace) -> int:

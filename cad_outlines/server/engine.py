@@ -192,12 +192,7 @@ class Engine:
 
         request = job.request
         ids = self.chat_ids(request.prompt)
-        budget = request.max_tokens or self.max_tokens
-        if self.max_positions is not None:
-            if len(ids) >= self.max_positions:
-                raise ContextLengthError(f"the prompt is {len(ids)} tokens but the model's context is "
-                                         f"{self.max_positions} positions")
-            budget = min(budget, self.max_positions - len(ids))
+        budget = chat_budget(len(ids), request.max_tokens or self.max_tokens, self.max_positions)
         stops = {self.adapter.eos_token_id}
         if self.adapter.tokenizer.eos_token_id is not None:
             stops.add(self.adapter.tokenizer.eos_token_id)
@@ -260,6 +255,16 @@ def check_budget(request: ChatRequest, max_positions: int | None) -> None:
                             f"{max_positions} tokens", param="max_tokens", code="invalid_value")
 
 
+def chat_budget(prompt_tokens: int, budget: int, max_positions: int | None) -> int:
+    """New tokens a chat may write: ``budget``, cut to the context left (413 when none is)."""
+    if max_positions is None:
+        return budget
+    if prompt_tokens >= max_positions:
+        raise ContextLengthError(f"the prompt is {prompt_tokens} tokens but the model's context is "
+                                 f"{max_positions} positions")
+    return min(budget, max_positions - prompt_tokens)
+
+
 def check_queue(pending: int, max_queue: int) -> None:
     """429 when ``max_queue`` requests already wait behind the running one(s)."""
     if pending > max_queue:
@@ -295,5 +300,5 @@ class _Deltas:
         pass
 
 
-__all__ = ["RequestCancelled", "Engine", "Job", "Outcome", "api_error", "chat_ids", "check_budget", "check_queue",
+__all__ = ["RequestCancelled", "Engine", "Job", "Outcome", "api_error", "chat_budget", "chat_ids", "check_budget", "check_queue",
            "edit_outcome", "edit_usage"]

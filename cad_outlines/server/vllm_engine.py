@@ -17,8 +17,7 @@ from typing import Any
 
 from ..decoding.streaming import DocumentStream
 from ..engines import vllm as cad_vllm
-from ..errors import ContextLengthError
-from .engine import Job, Outcome, api_error, chat_ids, check_budget, check_queue, edit_outcome
+from .engine import Job, Outcome, api_error, chat_budget, chat_ids, check_budget, check_queue, edit_outcome
 from .protocol import ChatRequest, usage
 
 #: Editors kept, by their options (temperature, top_p, seed, budget).
@@ -114,12 +113,7 @@ class VLLMEngine:
 
         request = job.request
         ids = chat_ids(self.adapter, request.prompt)
-        budget = request.max_tokens or self.max_tokens
-        if self.max_positions is not None:
-            if len(ids) >= self.max_positions:
-                raise ContextLengthError(f"the prompt is {len(ids)} tokens but the model's context is "
-                                         f"{self.max_positions} positions")
-            budget = min(budget, self.max_positions - len(ids))
+        budget = chat_budget(len(ids), request.max_tokens or self.max_tokens, self.max_positions)
         params = SamplingParams(max_tokens=budget, temperature=request.temperature, top_p=request.top_p,
                                 seed=request.seed, stop_token_ids=[self.adapter.eos_token_id])
         final = None

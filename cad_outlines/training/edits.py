@@ -90,6 +90,20 @@ def _files(records: Iterable[dict], split: str) -> list[_File]:
     return list(seen.values())
 
 
+def _sources(records_by_corpus: dict[str, list[dict]], split: str) -> tuple[
+        list[str], dict[str, list[_File]], dict[str, list[str]], dict[str, list[dict]]]:
+    """What a mix of ``split`` draws from, per corpus: its files, a pool of real lines for
+    new text, and the commits that carry an instruction."""
+    corpora = sorted(records_by_corpus)
+    files = {c: _files(records_by_corpus[c], split) for c in corpora}
+    pools = {c: [line for f in files[c] for line in f.lines if line.strip() and len(line) <= MAX_LINE_CHARS]
+             for c in corpora}
+    commits = {c: [r for r in records_by_corpus[c]
+                   if split_of(r.get("source", ""), r.get("path", r["id"])) == split and r.get("instruction")]
+               for c in corpora}
+    return corpora, files, pools, commits
+
+
 def _window(rng: random.Random, f: _File) -> list[str] | None:
     body = f.lines[:-1] if f.lines and f.lines[-1] == "" else f.lines
     size = rng.randint(MIN_LINES, MAX_LINES)
@@ -213,13 +227,7 @@ def make_mix(records_by_corpus: dict[str, list[dict]], cfg: MixConfig) -> list[C
         Seed, size, split and kinds.
     """
     rng = random.Random(f"{cfg.seed}:{cfg.split}")
-    corpora = sorted(records_by_corpus)
-    files = {c: _files(records_by_corpus[c], cfg.split) for c in corpora}
-    pools = {c: [line for f in files[c] for line in f.lines if line.strip() and len(line) <= MAX_LINE_CHARS]
-             for c in corpora}
-    commits = {c: [r for r in records_by_corpus[c]
-                   if split_of(r.get("source", ""), r.get("path", r["id"])) == cfg.split and r.get("instruction")]
-               for c in corpora}
+    corpora, files, pools, commits = _sources(records_by_corpus, cfg.split)
     kinds = [k for k in KINDS if k in cfg.kinds]
     weights = [KINDS[k] for k in kinds]
     cases: list[Case] = []
@@ -377,13 +385,7 @@ def make_mix_v2(records_by_corpus: dict[str, list[dict]], cfg: MixV2Config, *,
     from .phrasings import KINDS_V2, make_edit, phrase
 
     rng = random.Random(f"v2:{cfg.seed}:{cfg.split}")
-    corpora = sorted(records_by_corpus)
-    files = {c: _files(records_by_corpus[c], cfg.split) for c in corpora}
-    pools = {c: [line for f in files[c] for line in f.lines if line.strip() and len(line) <= MAX_LINE_CHARS]
-             for c in corpora}
-    commits = {c: [r for r in records_by_corpus[c]
-                   if split_of(r.get("source", ""), r.get("path", r["id"])) == cfg.split and r.get("instruction")]
-               for c in corpora}
+    corpora, files, pools, commits = _sources(records_by_corpus, cfg.split)
     kinds, kind_weights = list(KINDS_V2), list(KINDS_V2.values())
     forms = dict(cfg.forms)
     synthetic_forms = [f for f in forms if f != "subject"]

@@ -218,6 +218,23 @@ _CONDS = ("verbose", "not quiet", "debug", "enabled", "x is not None", "count > 
 _EXCS = ("ValueError", "KeyError", "OSError", "Exception", "TypeError")
 
 
+def pick_change(rng: random.Random, lines: Sequence[str]) -> tuple[int, str, str] | None:
+    """A ``change`` edit: ``(line index, old word or number, new one)``, the old one
+    occurring once in its line; ``None`` when no line has one. (The first mix keeps its
+    own copy, with its own names and keywords, so that its shipped adapters' rows stay
+    exactly as they were.)"""
+    i = _pick(rng, lines, lambda s: bool(_IDENT.search(s) or _NUMBER.search(s)))
+    if i is None:
+        return None
+    words = [m.group(0) for m in _IDENT.finditer(lines[i]) if m.group(0) not in _KEYWORDS]
+    numbers = [m.group(0) for m in _NUMBER.finditer(lines[i])]
+    candidates = [w for w in words + numbers if lines[i].count(w) == 1]
+    if not candidates:
+        return None
+    old = rng.choice(candidates)
+    return i, old, str(int(old) + rng.randint(1, 9)) if old.isdigit() else _other_name(rng, old)
+
+
 def make_edit(kind: str, rng: random.Random, lines: list[str], pool: Sequence[str], corpus: str) -> Edit | None:
     """One edit of ``kind`` on ``lines`` (``pool``: real lines of the same corpus for new
     text); ``None`` when this document has no room for it."""
@@ -264,16 +281,10 @@ def make_edit(kind: str, rng: random.Random, lines: list[str], pool: Sequence[st
         i = rng.randrange(0, n - span + 1)
         return Edit(kind, lines[:i] + lines[i + span:], {"k": i + 1, "m": i + span})
     if kind == "change":
-        i = _pick(rng, lines, lambda s: bool(_IDENT.search(s) or _NUMBER.search(s)))
-        if i is None:
+        picked = pick_change(rng, lines)
+        if picked is None:
             return None
-        words = [m.group(0) for m in _IDENT.finditer(lines[i]) if m.group(0) not in _KEYWORDS]
-        numbers = [m.group(0) for m in _NUMBER.finditer(lines[i])]
-        candidates = [w for w in words + numbers if lines[i].count(w) == 1]
-        if not candidates:
-            return None
-        old = rng.choice(candidates)
-        new = str(int(old) + rng.randint(1, 9)) if old.isdigit() else _other_name(rng, old)
+        i, old, new = picked
         return Edit(kind, lines[:i] + [lines[i].replace(old, new)] + lines[i + 1:],
                     {"k": i + 1, "old": old, "new": new, "old_q": _quote(lines[i]), "quotable": _quotable(lines, i)})
     if kind == "rename":
