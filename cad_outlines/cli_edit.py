@@ -189,7 +189,7 @@ def _run_edit(args: argparse.Namespace) -> int:
         raise UsageError("--max-model-len and --kv-cache-gib are for --engine vllm")
     if args.kv_cache_gib is not None and not args.kv_cache_gib > 0:
         raise UsageError(f"--kv-cache-gib must be > 0, got {args.kv_cache_gib}")
-    instruction = _edit_instruction(args)
+    instruction, update = _edit_instruction(args)
     documents = {name: read_text(name) for name in args.files}  # every file readable first
     options = EditOptions(granularity=args.granularity, max_new_tokens=args.max_new_tokens,
                           temperature=args.temperature, top_p=args.top_p, seed=args.seed,
@@ -197,7 +197,8 @@ def _run_edit(args: argparse.Namespace) -> int:
     job = EditJob(documents, instruction, options, engine=args.engine, model=args.model, preset=args.preset,
                   device=args.device, dtype=args.dtype, force_program=args.force_program,
                   forward_cost_file=args.forward_cost,
-                  engine_args=_vllm_engine_args(args) if args.engine == "vllm" else {})
+                  engine_args=_vllm_engine_args(args) if args.engine == "vllm" else {},
+                  update=update)
     outcomes = run_edit(job, progress=wants_progress(args.quiet), status=lambda m: _status(args, m))
     records, status = [], EXIT_OK
     for outcome in outcomes:
@@ -208,20 +209,22 @@ def _run_edit(args: argparse.Namespace) -> int:
     return status
 
 
-def _edit_instruction(args: argparse.Namespace) -> str:
-    """The instruction of an ``edit`` run: ``--instruction``'s text, or ``--update``'s snippet
-    laid out as an instruction (the same layout as ``generate.apply`` and the server)."""
+def _edit_instruction(args: argparse.Namespace) -> tuple[str, str | None]:
+    """The instruction of an ``edit`` run, and the snippet it carries: ``--instruction``'s
+    text (no snippet), or ``--update``'s snippet laid out as an instruction (the same layout
+    as ``generate.apply`` and the server)."""
     from cad_outlines.decoding.prompts import PromptError, update_prompt
 
     if args.update is None:
         instruction = (sys.stdin.read() if args.instruction == "-" else args.instruction).strip()
         if not instruction:
             raise UsageError("the instruction is empty")
-        return instruction
+        return instruction, None
     if len(args.files) > 1:
         raise UsageError(f"--update takes one FILE (a snippet updates one file), got {len(args.files)}")
+    update = read_input(args.update)
     try:
-        return update_prompt(read_input(args.update))
+        return update_prompt(update), update
     except PromptError as err:
         raise UsageError(f"--update {args.update}: {err}") from None
 

@@ -116,3 +116,15 @@ def test_the_real_model_finishes_a_valid_program_for_a_snippet(real_model):
     gen = CaDGenerator(model, DOC, max_new_tokens=160)
     result = gen.run(update_prompt(UPDATE))
     assert result.complete and check_result(result, gen) == [], result.program
+
+
+def test_edit_update_drafts_the_snippets_merge(tmp_path, shared_tiny):
+    from cad_outlines.tools.edit import EditJob, run_edit
+
+    prog = tmp_path / "p.prog"
+    prog.write_text(PROGRAM, encoding="utf-8")
+    runs = [list(run_edit(EditJob({"stats.py": DOC}, update_prompt(UPDATE), preset="tiny-qwen",
+                                  force_program=str(prog), update=update)))[0] for update in (None, UPDATE)]
+    assert [r.result.document for r in runs] == [GOLD, GOLD]
+    # the snippet's merge is drafted: the forced program needs fewer forwards with it
+    assert runs[1].result.stats.forward_passes < runs[0].result.stats.forward_passes

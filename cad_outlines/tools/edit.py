@@ -58,6 +58,7 @@ class EditJob:
     force_program: str | None = None  # a program file to teacher-force (tests, benchmarks)
     forward_cost_file: str | None = None  # transformers: drafts cut to what pays for their width
     engine_args: dict[str, Any] = field(default_factory=dict)  # vLLM's engine arguments
+    update: str | None = None  # ``--update``'s snippet (the instruction carries it): its merge drafts
 
 
 #: Both engine branches refuse a cost curve on vLLM with this message.
@@ -89,7 +90,7 @@ def run_edit(job: EditJob, *, progress: bool = False, status: Status = _quiet) -
                               engine_args=job.engine_args, progress=progress, status=status)
     model = load_model(preset=job.preset, model=job.model, device=job.device, dtype=job.dtype, status=status)
     return edit_with_transformers(model, job.documents, job.instruction, options, forced=forced,
-                                  progress=progress)
+                                  progress=progress, update=job.update)
 
 
 def _read(path: str) -> str:
@@ -204,8 +205,12 @@ def load_model(*, preset: str | None, model: str | None, device: str = "cpu", dt
 
 
 def edit_with_transformers(model: Any, documents: dict[str, str], instruction: str, options: EditOptions, *,
-                           forced: str | None = None, progress: bool = False) -> Iterator[EditOutcome]:
-    """Decode each file in turn with :class:`CaDGenerator`; yield each verdict as it is reached."""
+                           forced: str | None = None, progress: bool = False,
+                           update: str | None = None) -> Iterator[EditOutcome]:
+    """Decode each file in turn with :class:`CaDGenerator`; yield each verdict as it is reached.
+
+    ``update``: the snippet ``instruction`` was made from; its literal merge into each file
+    is that run's ``prediction`` (drafts only: the program is the model's)."""
     from ..decoding.generator import CaDGenerator
     from ..decoding.options import Instrumentation, LoopSwitches
     from ..decoding.progress import DecodeProgress
@@ -224,7 +229,8 @@ def edit_with_transformers(model: Any, documents: dict[str, str], instruction: s
                                  instrumentation=Instrumentation(runner=runner))
         with DecodeProgress(name, options.max_new_tokens, enabled=progress) as bar:
             try:
-                result = generator.run(instruction, force_program=forced, progress=bar)
+                prediction = generator.predicted(update) if update is not None else None
+                result = generator.run(instruction, force_program=forced, progress=bar, prediction=prediction)
             except ResolveError as err:  # a complete program whose copies do not resolve
                 yield _unresolved(name, document, err)
                 continue
