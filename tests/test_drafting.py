@@ -194,7 +194,9 @@ def test_drafter_predictions():
     assert d.predict("", []) == '<program><copy lines="1-12'
     assert d.predict("<program><", []) == 'copy lines="1-12'
     assert d.predict('<program><copy lines="1', []) == "-12"
-    assert d.predict('<copy lines="', [Copy(1, 3)]) == ""  # a copy follows a gen, not a copy
+    # a copy right after a copy (a deletion): drafted as skipping one line, to the end
+    assert d.predict('<copy lines="', [Copy(1, 3)]) == "5-12"
+    assert d.predict('<copy lines="', [Copy(1, 11)]) == ""  # nothing left to skip to
     assert d.predict("", [Copy(1, 3)]) == "<gen>\n"
     assert d.predict("<", [Copy(1, 3)]) == "gen>\n"
     assert d.predict("", [Copy(1, 12)]) == ""  # </program> next: nothing to gain

@@ -12,6 +12,8 @@ a different output, so the guesses here only need to be right often:
   it replaced is estimated from the gen's text: the run of document units after the
   previous copy that is most similar to it (normalized InDel similarity, i.e. the
   longest-common-subsequence ratio, >= :data:`SIMILARITY`), or none (an insertion);
+* a copy written right after a copy (a deletion) is drafted as resuming two units on
+  (one unit deleted, the commonest case) and running to the end;
 * a copy's end index is drafted as the document's last unit: the last copy of a
   program ends there, earlier copies rarely do (their end digits are then rejected);
 * inside a gen body, prompt lookup (``lookup=True``): when the body's last
@@ -147,6 +149,11 @@ class Drafter:
             expected = syntax.PROGRAM_OPEN + expected
         if expected.startswith(pending):
             return expected[len(pending):]
+        if ops and isinstance(ops[-1], (Copy, CopyTokens)) and ops[-1].end + 2 <= self.hi:
+            # a copy right after a copy skips what was deleted: one unit, most often
+            guess = f"{syntax.COPY_OPEN[self.granularity]}{ops[-1].end + 2}{syntax.RANGE_SEPARATOR}{self.hi}"
+            if guess.startswith(pending):
+                return guess[len(pending):]
         if pending.startswith(syntax.GEN_OPEN):
             for prefix in _GEN_CLOSE_PREFIXES:
                 if pending.endswith(prefix):
