@@ -17,6 +17,7 @@ from typing import Any
 
 from ..decoding.streaming import DocumentStream
 from ..engines import vllm as cad_vllm
+from ..language.syntax import split_lines
 from .engine import Job, Outcome, api_error, chat_budget, chat_ids, check_budget, check_queue, edit_outcome
 from .protocol import ChatRequest, usage
 
@@ -105,7 +106,7 @@ class VLLMEngine:
         if result.document is not None:
             content, finish = result.document, "stop"
         else:  # the text of the complete ops: what the transformers engine would have streamed
-            content, finish = DocumentStream(lines=_lines(request.document)).feed(result.ops, ""), "length"
+            content, finish = DocumentStream(lines=split_lines(request.document)).feed(result.ops, ""), "length"
         return edit_outcome(self.adapter, request, content, finish, result)
 
     async def _chat(self, job: Job) -> Outcome:
@@ -123,12 +124,6 @@ class VLLMEngine:
         new = [t for t in final.outputs[0].token_ids if t != self.adapter.eos_token_id]
         finish = "length" if final.outputs[0].finish_reason == "length" else "stop"
         return Outcome(self.adapter.decode(new), finish, usage(len(ids), len(new)))
-
-
-def _lines(document: str) -> list[str]:
-    from ..language.syntax import split_lines
-
-    return split_lines(document)
 
 
 __all__ = ["VLLMEngine"]
