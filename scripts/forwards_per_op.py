@@ -5,7 +5,9 @@
 On the bundled v2 eval edits (default: whole files of 151-400 lines), the oracle program
 of each edit is forced through the real loop on tiny-qwen (random weights: forward counts
 do not depend on the weights or the machine), once plainly and once with the gold as
-``prediction``; both must write the same program. Prints the counts and the ratios.
+``prediction``; both must write the same program. Prints the counts and the ratios, and
+how many forwards followed a token of new gen text (``CaDStats.body_forwards``: text no
+document holds, which every method pays for one token at a time unless a draft guesses it).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def main() -> None:
     model = models.load("tiny-qwen")
     for subset in args.subsets:
         cases = [c for c in load_eval_cases("v2") if c.meta["subset"] == subset][:args.limit]
-        ops = plain = predicted = 0
+        ops = plain = predicted = body = 0
         for case in cases:
             program = oracle_program(case.doc, case.gold)
             gen = CaDGenerator(model, case.doc)
@@ -37,7 +39,10 @@ def main() -> None:
             b = gen.run(case.meta["instruction"], force_program=program, prediction=case.gold)
             assert a.program == b.program and b.document == case.gold, case.id
             ops, plain, predicted = ops + len(program), plain + a.stats.forward_passes, predicted + b.stats.forward_passes
+            body += a.stats.body_forwards
         print(f"{subset}: {len(cases)} edits, {ops} ops; forwards {plain} ({plain / ops:.2f} per op) without, "
+              f"of which {body} after new gen text and {plain - body} ({(plain - body) / ops:.2f} per op) "
+              f"for the rest (prefill, splices, indices, tags); "
               f"{predicted} ({predicted / ops:.2f} per op) with the right prediction")
 
 

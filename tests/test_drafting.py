@@ -276,7 +276,29 @@ def test_gen_body_lookup_predictions():
     # the draft is program text: a reserved literal in the document comes escaped
     tricky = Drafter(["a", "we will see the </gen> tag here", "b"], "lines", lookup=True)
     drafted = tricky.predict("<gen>\nwe will see the ", [Copy(1, 1)])
+    body, close = drafted.split("</gen>", 1)  # the line's rest, escaped; then the real close
+    assert body == escape.encode("</gen> tag here\n") and close == '<copy lines="3-3'
+    far = Drafter(["a"] * 9 + ["we will see the </gen> tag here", "b"], "lines", lookup=True)
+    drafted = far.predict("<gen>\nwe will see the ", [Copy(1, 1)])  # past the line window: lookup
     assert drafted == escape.encode("</gen> tag here\nb") and "</gen>" not in drafted
+
+
+def test_line_drafts_read_the_lines_a_gen_rewrites():
+    lines = ["import os", "", "def size(path):", "    return os.path.getsize(path)", "",
+             "def main():", "    print(size('a'))", ""]
+    d = Drafter(lines, "lines", lookup=True)
+    # after a copy that stops early: the gen, drafted as the next line rewritten, then the copy after it
+    assert d.predict("", [Copy(1, 3)]) == '<gen>\n    return os.path.getsize(path)\n</gen><copy lines="5-8'
+    assert d.kind == "line"
+    # inside a line: a short key finds its place in the nearby lines, the rest of that line follows
+    assert d.predict("<gen>\n    return os.stat(path", [Copy(1, 3)]) == ')\n</gen><copy lines="5-8'
+    # a complete line: the gen may end here
+    assert d.predict("<gen>\n    return os.path.getsize(p)\n", [Copy(1, 3)]) == '</gen><copy lines="5-8'
+    assert d.predict("<gen>\n    return 0\n", [Copy(1, 3)]) == '</gen><copy lines="4-8'  # an insertion
+    # nothing nearby holds the line's last characters: the document-wide lookup decides
+    assert d.predict("<gen>\n    zqx", [Copy(1, 3)]) == ""
+    # token programs, and drafters without lookup, draft no lines
+    assert Drafter(lines, "lines").predict("", [Copy(1, 3)]) == "<gen>\n"
 
 
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
@@ -442,7 +464,8 @@ def test_a_costed_budget_changes_forwards_never_the_output(preset, tiny_model):
         cut, calls, _ = _run(model, doc, ops, forward_cost=cost)
         assert (cut.program, cut.document) == (whole.program, gold)
         assert calls == cut.stats.forward_passes
-        assert cut.stats.draft_tokens < whole.stats.draft_tokens
+        if cost is dear:  # (the uneven curve cuts some drafts and adds forwards, each with its own)
+            assert cut.stats.draft_tokens < whole.stats.draft_tokens
     # where each position costs a step, no forward after the prefill carries a draft
     rows: list[int] = []
     runner = ObservedRunner(TransformersRunner(model.model), lambda w, r, s: rows.append(r))

@@ -16,6 +16,12 @@ a different output, so the guesses here only need to be right often:
   (one unit deleted, the commonest case) and running to the end;
 * a copy's end index is drafted as the document's last unit: the last copy of a
   program ends there, earlier copies rarely do (their end digits are then rejected);
+* a gen most often rewrites the lines right after the previous copy, keeping much of
+  their text (``lookup=True``, line programs): the gen after a copy is drafted as the
+  next line retyped, then closed, then the copy after it (the whole op); inside a line,
+  the line's last few characters are looked up in the next few lines and the rest of
+  the matching line, the close and the next copy are drafted; at a line's end, the
+  close and the next copy (:meth:`Drafter.line_body`);
 * inside a gen body, prompt lookup (``lookup=True``): when the body's last
   :data:`LOOKUP_MATCH` characters or more occur in the document (first after the
   previous copy, then anywhere), in an earlier gen or earlier in the body itself, the
@@ -75,15 +81,17 @@ LOOKUP_MATCH = LOOKUP_KEYS[-1]
 #: At most this many characters are drafted after a match (the generator keeps at most
 #: its ``MAX_DRAFT_TOKENS`` tokens of them).
 LOOKUP_CHARS = 96
+#: Line drafts (:meth:`Drafter.line_body`): the shortest and longest suffix of the line
+#: being written that is looked up in the next :data:`LINE_WINDOW` lines of the document.
+LINE_KEYS = (3, 32)
+LINE_WINDOW = 8
 
 #: What a draft was drawn from, for :class:`DraftBudget`'s acceptance counts: the
 #: program's structure (copy tags, ``<gen>``, ``</gen>``) or a gen-body lookup match with
 #: the longest, middle or shortest key of :data:`LOOKUP_KEYS` (longer matches continue
 #: more often).
-DraftKind = Literal["tag", "lookup_long", "lookup_mid", "lookup_short", "plan"]
+DraftKind = Literal["tag", "lookup_long", "lookup_mid", "lookup_short", "plan", "line"]
 _LOOKUP_KINDS: tuple[DraftKind, ...] = ("lookup_long", "lookup_mid", "lookup_short")
-
-_GEN_CLOSE_PREFIXES = tuple(syntax.GEN_CLOSE[:k] for k in range(len(syntax.GEN_CLOSE), 1, -1))
 
 
 class Drafter:
@@ -155,13 +163,14 @@ class Drafter:
             if guess.startswith(pending):
                 return guess[len(pending):]
         if pending.startswith(syntax.GEN_OPEN):
-            for prefix in _GEN_CLOSE_PREFIXES:
+            for prefix in syntax.GEN_CLOSE_PREFIXES:
                 if pending.endswith(prefix):
                     body = pending[len(syntax.GEN_OPEN):-len(prefix)]
                     after = self._next_op_text([*ops, Gen(escape.decode(body))])
                     return syntax.GEN_CLOSE[len(prefix):] + after
             if self.lookup:
-                return self.lookup_body(escape.decode(pending[len(syntax.GEN_OPEN):]), ops)
+                body = escape.decode(pending[len(syntax.GEN_OPEN):])
+                return self.line_body(body, ops) or self.lookup_body(body, ops)
             return ""
         end = syntax.COPY_END_INDEX_RE.search(pending)
         if end and str(self.hi).startswith(end.group(1)):
@@ -192,7 +201,9 @@ class Drafter:
         if ops and isinstance(ops[-1], (Copy, CopyTokens)):
             if ops[-1].end >= self.hi:
                 return ""  # </program> follows; its logits are never needed
-            return syntax.GEN_OPEN + ("\n" if self.granularity == "lines" else "")
+            if self.granularity != "lines":
+                return syntax.GEN_OPEN
+            return syntax.GEN_OPEN + "\n" + (self.line_body("\n", ops) if self.lookup else "")
         if self.hi < self.lo:
             return ""  # an empty document: nothing to copy
         start = last_end + 1
@@ -201,6 +212,45 @@ class Drafter:
         if start > self.hi:
             return ""
         return f"{syntax.COPY_OPEN[self.granularity]}{start}{syntax.RANGE_SEPARATOR}{self.hi}"
+
+    def line_body(self, body: str, ops: Sequence[Op]) -> str:
+        """Program text to draft after the (decoded) gen ``body`` of a line program, read
+        off the lines it most likely rewrites; ``""`` when they give no guess.
+
+        A gen most often rewrites the lines right after the previous copy, keeping much
+        of their text. So: at the body's start, the first of those lines; inside a line,
+        the rest of the nearby line holding the line's last :data:`LINE_KEYS` characters
+        (the shortest key is short: the search covers :data:`LINE_WINDOW` lines only);
+        after a complete line, nothing of the body. Each guess ends the gen after its line
+        and goes on with the op that follows (``</gen>`` and the next copy's tag).
+        """
+        if self.granularity != "lines" or not body.startswith("\n"):
+            return ""
+        copies = [op for op in ops if isinstance(op, (Copy, CopyTokens))]
+        first = copies[-1].end if copies else 0  # 0-based index of the first line after the copy
+        window = self.units[first:first + LINE_WINDOW]
+        current = body[body.rfind("\n") + 1:]
+        rest = None
+        if len(body) == 1:  # nothing written yet: the first nearby line, whole
+            rest = window[0] if window else None
+        elif current:
+            for size in range(min(len(current), LINE_KEYS[1]), LINE_KEYS[0] - 1, -1):
+                key = current[-size:]
+                for line in window:
+                    at = line.find(key)
+                    if at >= 0:
+                        rest = line[at + size:]
+                        break
+                if rest is not None:
+                    break
+        else:
+            rest = ""  # a complete line: the gen may end here
+        if rest is None:
+            return ""
+        self.kind = "line"
+        line_end = rest + "\n" if (current or len(body) == 1) else ""
+        after = self._next_op_text([*ops, Gen(body + line_end)])
+        return escape.encode(line_end) + syntax.GEN_CLOSE + after
 
     def lookup_body(self, body: str, ops: Sequence[Op]) -> str:
         """Program text to draft after the (decoded) gen ``body`` so far: what follows the
@@ -411,7 +461,7 @@ class DraftBudget:
     PRIOR: dict[str, tuple[float, float, float, float]] = {
         "tag": (10.0, 9.0, 9.0, 1.0), "lookup_long": (2.0, 1.2, 3.0, 1.0),
         "lookup_mid": (2.0, 1.1, 2.5, 1.0), "lookup_short": (2.0, 1.0, 2.0, 1.0),
-        "plan": (10.0, 9.0, 18.0, 1.0)}
+        "plan": (10.0, 9.0, 18.0, 1.0), "line": (2.0, 1.5, 3.0, 1.0)}
 
     #: Timed forwards of each sort (one-token; wider) before :attr:`scale` moves off 1.
     MIN_OBSERVED = 3

@@ -30,7 +30,7 @@ from typing import Any, Callable, Generator, Iterable, Iterator, Literal, Sequen
 import torch
 from outlines.generator import SteerableGenerator
 
-from ..language import program, snippets
+from ..language import program, snippets, syntax
 from ..adapters import Adapter, get_adapter
 from .compiling import CompiledGrammar, compile_grammar, tokenizer_setup_seconds
 from .constraint import LoopConstraint, ProgramConstraint, Unconstrained
@@ -447,6 +447,8 @@ class CaDGenerator(SteerableGenerator):
             mark("advance")
             context = [token]
             new_ops = constraint.advance([token])
+            in_body = constrained and constraint.in_gen and not constraint.pending.endswith(
+                syntax.GEN_CLOSE_PREFIXES)
             if forced is not None:
                 forced.consume([token], constraint.piece_bytes(token))
             spliced = False
@@ -491,6 +493,7 @@ class CaDGenerator(SteerableGenerator):
             logits = self._forward_drafted(context, proposal, kind, cache, draft)
             mark("step")
             stats.forward_passes += 1
+            stats.body_forwards += in_body
 
         mark("end")
         if draft is not None:

@@ -61,6 +61,9 @@ class CaDStats:
     draft_tokens: int = 0
     draft_accepted: int = 0
     forwards_saved: int = 0
+    #: Forwards that followed a token chosen inside a gen body (new text, not the
+    #: program's structure: what no draft of tags and indices can spare).
+    body_forwards: int = 0
     draft_seconds: float = 0.0
     prefill_seconds: float = 0.0
     total_seconds: float = 0.0

@@ -40,6 +40,9 @@ PROGRAM_OPEN = f"{TAG_START}{PROGRAM_TAG}>"
 PROGRAM_CLOSE = f"{TAG_START}/{PROGRAM_TAG}>"
 GEN_OPEN = f"{TAG_START}{GEN_TAG}>"
 GEN_CLOSE = f"{TAG_START}/{GEN_TAG}>"
+#: The starts of :data:`GEN_CLOSE` (two characters or more, longest first) that the text
+#: of a gen being closed ends with before the close is complete.
+GEN_CLOSE_PREFIXES: tuple[str, ...] = tuple(GEN_CLOSE[:k] for k in range(len(GEN_CLOSE), 1, -1))
 #: What every copy tag starts with, whatever its granularity.
 COPY_START = f"{TAG_START}{COPY_TAG}"
 #: A copy tag up to its first index, per granularity.
