@@ -165,7 +165,14 @@ def user_content(instruction: str, view: str, granularity: str, template: Any = 
     return f"{instruction.strip()}\n\n{statement}\n\nDocument:\n{view}"
 
 
-def plain_content(instruction: str, document: str) -> str:
-    """The user message of a regeneration prompt: no format statement, no line numbers."""
-    return (f"{instruction.strip()}\n\nReply with the whole edited document and nothing else."
-            f"\n\nDocument:\n{document}")
+def plain_content(instruction: str, document: str, style: str = "full") -> str:
+    """The user message of a regeneration prompt: no format statement, no line numbers.
+
+    ``style`` follows the program prompt's: ``full`` puts the instruction first;
+    ``compact`` puts the document first and the instruction last, so that the prompts of
+    several edits of one file share the document as a prefix a cache can keep.
+    """
+    request = "Reply with the whole edited document and nothing else."
+    if style == "compact":
+        return f"Document:\n{document}\n\n{instruction.strip()}\n\n{request}"
+    return f"{instruction.strip()}\n\n{request}\n\nDocument:\n{document}"

@@ -268,15 +268,17 @@ class Adapter:
         before, after = self._template(prompt)
         return before + self.user_content(document, _instruction(prompt), granularity, template, style) + after
 
-    def plain_prompt(self, document: str, prompt: str | Sequence[Mapping[str, str]]) -> str:
+    def plain_prompt(self, document: str, prompt: str | Sequence[Mapping[str, str]], style: str = "full") -> str:
         """The regeneration prompt: the conversation with :func:`_view.plain_content`
-        (the instruction, a request for the whole edited document, the file as it is)."""
+        (the instruction, a request for the whole edited document, the file as it is; in
+        ``style`` ``compact`` the file first)."""
         before, after = self._template(prompt)
-        return before + _view.plain_content(_instruction(prompt), document) + after
+        return before + _view.plain_content(_instruction(prompt), document, style) + after
 
-    def plain_prompt_ids(self, document: str, prompt: str | Sequence[Mapping[str, str]]) -> list[int]:
+    def plain_prompt_ids(self, document: str, prompt: str | Sequence[Mapping[str, str]],
+                         style: str = "full") -> list[int]:
         """Ids of :meth:`plain_prompt`, tokenized as :meth:`prompt_ids` tokenizes its prompt."""
-        return self._content_ids(prompt, _view.plain_content(_instruction(prompt), document))
+        return self._content_ids(prompt, _view.plain_content(_instruction(prompt), document, style))
 
     def prompt_ids(self, document: str, prompt: str | Sequence[Mapping[str, str]],
                    granularity: str = "lines", template: Any = None, style: str = "full") -> list[int]:
@@ -300,14 +302,18 @@ class Adapter:
         reuse (``TransformersRunner.pin``). ``plain``: of :meth:`plain_prompt_ids`."""
         def ids(document: str, instruction: str) -> list[int]:
             if plain:
-                return self.plain_prompt_ids(document, instruction)
+                return self.plain_prompt_ids(document, instruction, style)
             return self.prompt_ids(document, instruction, granularity, style=style)
 
-        # Two edits that differ from their first character on: the shared ids are constant.
-        first, second = ids("a", "x"), ids("b\nc", "y")
-        n = 0
-        while n < min(len(first), len(second)) and first[n] == second[n]:
-            n += 1
+        # Edits that differ from their first character on, documents that start with a
+        # letter, a blank or a line break or are empty (the layout's text before the
+        # document may merge with it into one token): the ids all share are constant.
+        probes = [ids(doc, instruction) for doc, instruction in
+                  (("a", "x"), ("b\nc", "y"), ("", "z"), ("\n\n", "w"), (" \t", "v"))]
+        first, n = probes[0], len(probes[0])
+        for other in probes[1:]:
+            n = min(n, len(other))
+            n = next((k for k in range(n) if first[k] != other[k]), n)
         return first[:n]
 
     def _content_ids(self, prompt: str | Sequence[Mapping[str, str]], content: str) -> list[int]:

@@ -93,8 +93,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
                    help="corpora of real commits (commits_*.jsonl: id, doc, gold, instruction, source, path)")
     p.add_argument("--layout", choices=["cad", "regen"], default="cad", help="what the model learns to write")
     p.add_argument("--prompt-style", choices=["full", "compact"], default="full",
-                   help="the cad layout's prompt: full (instruction, format statement, lines numbered "
-                        "'i| ') or compact (short statement, lines numbered 'i ', instruction last)")
+                   help="the prompt: full (instruction first; cad: format statement, lines numbered "
+                        "'i| ') or compact (instruction last, after the file; cad: short statement, "
+                        "lines numbered 'i ')")
     p.add_argument("--base", default="smollm2-135m-base", metavar="PRESET", help="the real-weight preset to tune")
     p.add_argument("--cases", type=positive, default=600, metavar="N", help="edits in the training mix")
     p.add_argument("--mix", type=int, choices=[1, 2], default=1,
@@ -133,8 +134,6 @@ def _run_train(args: argparse.Namespace) -> int:
             raise UsageError(f"--corpus {path}: no such file")
     if os.path.exists(args.output) and not os.path.isdir(args.output):
         raise UsageError(f"--output {args.output}: exists and is not a folder")
-    if args.prompt_style != "full" and args.layout != "cad":
-        raise UsageError("--prompt-style applies to --layout cad only")
     cfg = TrainConfig(base=args.base, layout=args.layout, prompt_style=args.prompt_style, steps=args.steps, lr=args.lr, rank=args.rank,
                       alpha=2 * args.rank, seed=args.seed, max_tokens=args.max_tokens,
                       checkpoint_every=args.checkpoint_every, threads=args.threads, dtype=args.dtype,

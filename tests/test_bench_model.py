@@ -132,6 +132,33 @@ def test_select_cases_orders():
         select_cases(CASES, "random")
 
 
+def test_select_cases_by_length_and_split():
+    from cad_outlines.bench.cli import line_range
+    from cad_outlines.bench.e2e import document_lines
+    from cad_outlines.training.corpus import Case
+    from cad_outlines.training.edits import split_of
+
+    assert [document_lines(t) for t in ("", "a", "a\n", "a\nb", "a\nb\n\n")] == [0, 1, 1, 2, 3]
+    counts = sorted(document_lines(c.doc) for c in CASES)
+    low, high = counts[1], counts[-2]
+    chosen = select_cases(CASES, lines=(low, high))
+    assert chosen and all(low <= document_lines(c.doc) <= high for c in chosen)
+    assert len(chosen) == sum(low <= n <= high for n in counts)
+    placed = [Case(f"c{k}", "a\n", "b\n", {"source": "org/repo", "path": f"f{k}.py"}) for k in range(40)]
+    evals = select_cases(placed, split="eval")
+    assert evals and len(evals) < len(placed)
+    assert all(split_of("org/repo", c.meta["path"]) == "eval" for c in evals)
+    assert len(evals) + len(select_cases(placed, split="train")) == len(placed)
+    with pytest.raises(InputError, match="no 'source' and 'path'"):
+        select_cases([Case("bare", "a\n", "b\n")], split="eval")
+    assert line_range("151-400") == (151, 400)
+    for bad in ("400-151", "151", "a-b", "-3"):
+        with pytest.raises(Exception, match="LOW-HIGH"):
+            line_range(bad)
+    with pytest.raises(InputError, match="split"):
+        E2EConfig("tiny-qwen", split="test")
+
+
 @pytest.mark.slow
 def test_e2e_pools_six_runs_on_tiny_qwen(tiny_model):
     cfg = E2EConfig("tiny-qwen", limit=2, order="size", threads=1, kernel_max_n=8, kernel_prefix=32)
@@ -213,6 +240,17 @@ def test_e2e_with_the_compact_prompt_caches_its_format_statement(tiny_model):
     assert case["runs"]["cad"]["exact"] and case["runs"]["cad"]["prompt_tokens"] == case["prompt_tokens"]
     assert case["cad_prompt_tokens_cached"] == len(adapter.constant_ids(style="compact")) > \
         case["plain_prompt_tokens_cached"]
+    # warm document: both compact prompts put the file before the instruction, so an
+    # earlier edit of the file leaves all of it cached
+    doc_tokens = len(adapter.encode(case_doc := select_cases(CASES, "size", 1)[0].doc))
+    assert case_doc and case["cad_prompt_tokens_doc_cached"] > doc_tokens
+    assert case["plain_prompt_tokens_doc_cached"] > doc_tokens
+    assert case["prompt_tokens"] - case["cad_prompt_tokens_doc_cached"] < 32  # the instruction's part
+    cpu = report["pooled"]["cpu"]
+    assert cpu["speedup_prompt_included_doc"]["cad"] == pytest.approx(
+        (case["runs"]["regen"]["cpu_gen_seconds"] + case["plain_prefill_doc_cpu_seconds"])
+        / (case["runs"]["cad"]["cpu_gen_seconds"] + case["cad_prefill_doc_cpu_seconds"]))
+    assert "warm document" in format_e2e(report)
     with pytest.raises(InputError, match="prompt_style"):
         E2EConfig("tiny-qwen", prompt_style="short")
 

@@ -42,8 +42,32 @@ def test_every_prompt_starts_with_its_layouts_constant_ids(tiny_model, preset, d
     for style in PROMPT_STYLES:
         head = adapter.constant_ids(style=style)
         assert adapter.prompt_ids(doc, instruction, style=style)[:len(head)] == head
-    head = adapter.constant_ids(plain=True)
-    assert adapter.plain_prompt_ids(doc, instruction)[:len(head)] == head
+        head = adapter.constant_ids(style=style, plain=True)
+        assert adapter.plain_prompt_ids(doc, instruction, style)[:len(head)] == head
+
+
+@pytest.mark.parametrize("preset", FAMILY_PRESETS)
+def test_compact_prompts_of_one_file_share_the_file_as_a_prefix(tiny_model, preset):
+    """Several edits of one file: in the compact layouts (program and plain) the prompts
+    differ only after the document, so a kept prefix covers the whole file."""
+    adapter = get_adapter(tiny_model(preset).hf_tokenizer)
+    doc = "".join(f"line {k} = {k}\n" for k in range(40))
+
+    def shared(a: list[int], b: list[int]) -> int:
+        n = 0
+        while n < min(len(a), len(b)) and a[n] == b[n]:
+            n += 1
+        return n
+
+    doc_tokens = len(adapter.encode(doc))
+    for plain in (False, True):
+        ids = (lambda i, s: adapter.plain_prompt_ids(doc, i, s)) if plain else (
+            lambda i, s: adapter.prompt_ids(doc, i, style=s))
+        compact = shared(ids("Rename line to row.", "compact"), ids("Delete line 3.", "compact"))
+        full = shared(ids("Rename line to row.", "full"), ids("Delete line 3.", "full"))
+        assert compact >= doc_tokens > full
+    plain = adapter.plain_prompt(doc, "Delete line 3.", style="compact")
+    assert plain.index("Document:\n" + doc) < plain.index("Delete line 3.")
 
 
 def test_the_compact_head_holds_the_format_statement(tiny_model):

@@ -44,9 +44,10 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     # Presets are checked by models.build (importing models here would import torch for
     # every command).
     p.add_argument("--preset", required=True, metavar="NAME",
-                   help="random-weight architecture of cad_outlines.tools.models.PRESETS (e.g. "
-                        "tiny-qwen, qwen2.5-0.5b); speed does not depend on the weights, "
-                        "selection quality does")
+                   help="a preset of cad_outlines.tools.models: a random-weight architecture "
+                        "(e.g. tiny-qwen, qwen2.5-0.5b; speed does not depend on the weights, selection "
+                        "quality does) or real weights (e.g. qwen2.5-coder-0.5b-base, fetched by "
+                        "'cad-outlines weights fetch')")
     _add_device_args(p)
     p.add_argument("--threads", type=positive, default=None, metavar="N",
                    help="torch intra-op threads (default: torch's own choice)")
@@ -128,6 +129,20 @@ def _csv(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
+def _weights(preset: str) -> str:
+    from cad_outlines.tools.presets import REAL_PRESETS
+
+    return "real weights" if preset in REAL_PRESETS else "random weights"
+
+
+def line_range(text: str) -> tuple[int, int]:
+    """An argparse type: ``LOW-HIGH``, two counts of lines with LOW <= HIGH."""
+    low, sep, high = text.partition("-")
+    if not (sep and low.isdigit() and high.isdigit()) or int(low) > int(high):
+        raise argparse.ArgumentTypeError(f"expected LOW-HIGH with LOW <= HIGH (e.g. 151-400), got {text!r}")
+    return int(low), int(high)
+
+
 def _add_case_args(p: argparse.ArgumentParser, kernel_trials: int) -> None:
     """Corpus, model, case selection and in-run kernel: shared by ``bench e2e`` and ``all``."""
     p.add_argument("corpus", metavar="CORPUS.jsonl", help='JSONL of {"id", "doc", "gold"}')
@@ -135,6 +150,11 @@ def _add_case_args(p: argparse.ArgumentParser, kernel_trials: int) -> None:
     p.add_argument("--limit", type=positive, default=None, metavar="K", help="K cases only")
     p.add_argument("--order", choices=["file", "size"], default="file",
                    help="file order (default) or smallest doc+gold first")
+    p.add_argument("--lines", type=line_range, default=None, metavar="LOW-HIGH",
+                   help="only documents of LOW..HIGH lines (e.g. 151-400: whole files)")
+    p.add_argument("--split", choices=["all", "train", "eval"], default="all",
+                   help="only the files of this split of the training mix (eval: never trained on; "
+                        "needs the corpus's source and path; default: all)")
     p.add_argument("--kernel-trials", type=positive, default=kernel_trials, metavar="T",
                    help=f"trials of the in-run kernel curve (default: {kernel_trials})")
     p.add_argument("--kernel-max-n", type=positive, default=256, metavar="N",
@@ -178,11 +198,12 @@ def _run_bench_e2e(args: argparse.Namespace) -> int:
                     threads=args.threads, limit=args.limit, order=args.order,
                     kernel_trials=args.kernel_trials, kernel_max_n=args.kernel_max_n,
                     kernel_prefix=args.kernel_prefix,
-                    pld=_csv(args.pld), skip=_csv(args.skip), prompt_style=args.prompt_style)
+                    pld=_csv(args.pld), skip=_csv(args.skip), prompt_style=args.prompt_style,
+                    lines=args.lines, split=args.split)
     report = run_e2e(load_cases(args.corpus), cfg, progress=True)
     name = os.path.splitext(os.path.basename(args.corpus))[0]
     emit(args, report, format_e2e(report, name))
-    draw_plot(args, plot_e2e, report, title=f"{name}: {args.preset} e2e (random weights)")
+    draw_plot(args, plot_e2e, report, title=f"{name}: {args.preset} e2e ({_weights(args.preset)})")
     return 0 if not report["failures"] else 1
 
 
@@ -290,7 +311,8 @@ def _run_bench_pool(args: argparse.Namespace) -> int:
     atomic_write(out / "e2e.md", f"# e2e (pooled from the checkpoint: {len(report['cases'])} case(s))\n\n"
                  + table + "\n")
     if report["cases"]:
-        plot_e2e(report, str(out / "e2e.png"), title=f"{name} (random weights)")
+        weights = _weights(config["preset"]) if config else "weights as in suite.json"
+        plot_e2e(report, str(out / "e2e.png"), title=f"{name} ({weights})")
     print(table)
     return 0
 
@@ -398,7 +420,8 @@ def _run_bench_all(args: argparse.Namespace) -> int:
     cfg = E2EConfig(args.preset, device=args.device, dtype=args.dtype, seed=args.seed,
                     threads=args.threads, limit=args.limit, order=args.order,
                     kernel_trials=args.kernel_trials, kernel_max_n=args.kernel_max_n,
-                    pld=_csv(args.pld), skip=_csv(args.skip), prompt_style=args.prompt_style)
+                    pld=_csv(args.pld), skip=_csv(args.skip), prompt_style=args.prompt_style,
+                    lines=args.lines, split=args.split)
     name = os.path.splitext(os.path.basename(args.corpus))[0]
     report = run_suite(load_cases(args.corpus), cfg, args.out_dir, name=name, eps=eps,
                        perturb_trials=args.trials, progress=True)

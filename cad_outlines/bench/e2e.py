@@ -83,7 +83,7 @@ from ..language.oracle import oracle_program
 from ..language.program import parse, render
 from ..language.resolver import resolve
 from . import _common
-from ._loop import WarmPrefill, clocked_generator, cpu_run, regen_baseline
+from ._loop import WarmPrefill, clocked_generator, cpu_run, document_prefill, regen_baseline
 from .bounds import KernelCurve, compute_bounds, kernel_from_dict
 from .kernel import KernelConfig, forward_cost_of, measure_kernel
 from .pld import PLDSetting, plain_prompt_ids, run_pld
@@ -116,6 +116,11 @@ class E2EConfig:
     pld: tuple[str, ...] = ("10:2", "20:3")
     skip: tuple[str, ...] = ()
     prompt_style: str = "full"  # the CaD prompt's layout (adapters/_view.py)
+    #: Only documents of this many lines, ``(low, high)`` inclusive (``None``: any).
+    lines: Optional[tuple[int, int]] = None
+    #: Only the files of this split of the training mix (``training.edits.split_of``):
+    #: ``"eval"`` (never trained on), ``"train"`` or ``"all"``.
+    split: str = "all"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pld", tuple(self.pld))
@@ -131,12 +136,34 @@ class E2EConfig:
             raise InputError(f"order must be 'file' or 'size', got {self.order!r}")
         if self.limit is not None and self.limit < 1:
             raise InputError(f"limit must be >= 1, got {self.limit}")
+        if self.split not in ("all", "train", "eval"):
+            raise InputError(f"split must be 'all', 'train' or 'eval', got {self.split!r}")
+        if self.lines is not None:
+            object.__setattr__(self, "lines", tuple(self.lines))
+            if not 0 <= self.lines[0] <= self.lines[1]:
+                raise InputError(f"lines must be LOW-HIGH with 0 <= LOW <= HIGH, got {self.lines}")
 
 
-def select_cases(cases: Sequence[Case], order: str = "file", limit: Optional[int] = None) -> list[Case]:
-    """``order="file"``: file order; ``"size"``: smallest ``len(doc) + len(gold)`` first
-    (ties by id); then the first ``limit``."""
-    chosen = list(cases)
+def document_lines(document: str) -> int:
+    """The lines of ``document`` as an editor counts them (a last line without ``\n`` counts)."""
+    return document.count("\n") + (not document.endswith("\n") and document != "")
+
+
+def select_cases(cases: Sequence[Case], order: str = "file", limit: Optional[int] = None,
+                 lines: Optional[tuple[int, int]] = None, split: str = "all") -> list[Case]:
+    """The cases with ``lines[0]..lines[1]`` document lines and, unless ``split`` is
+    ``"all"``, whose file is in that split of the training mix (a case needs ``source``
+    and ``path``); in file order (``order="file"``) or smallest ``len(doc) + len(gold)``
+    first (``"size"``, ties by id); then the first ``limit``."""
+    from ..training.edits import split_of
+
+    chosen = [c for c in cases if lines is None or lines[0] <= document_lines(c.doc) <= lines[1]]
+    if split != "all":
+        unplaced = [c.id for c in chosen if not {"source", "path"} <= set(c.meta)]
+        if unplaced:
+            raise InputError(f"case {unplaced[0]!r} has no 'source' and 'path' to place it in a split; "
+                             "leave the split at 'all'")
+        chosen = [c for c in chosen if split_of(c.meta["source"], c.meta["path"]) == split]
     if order == "size":
         chosen.sort(key=lambda c: (len(c.doc) + len(c.gold), c.id))
     elif order != "file":
@@ -266,6 +293,11 @@ class InexactRunError(RuntimeError):
     """A run that did not reproduce the gold (its timing would not be comparable)."""
 
 
+#: The instruction of the earlier edit of the same file that the warm-document columns
+#: assume (:func:`._loop.document_prefill`): what its prompt shares with a case's is cached.
+SIBLING_INSTRUCTION = "Fix the typo."
+
+
 def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs: Any,
              pld: Sequence[str] = (), skip: Sequence[str] = (),
              forward_cost: ForwardCost | None = None, style: str = "full",
@@ -303,12 +335,17 @@ def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs
     for name, options in ablations.items():
         if name not in skip:
             runs[name] = _cad_run(model, case, instruction, ops, budget, prompt_style=style, **options)
-    plain_ids = plain_prompt_ids(model.hf_tokenizer, case.doc, instruction)
+    plain_ids = plain_prompt_ids(model.hf_tokenizer, case.doc, instruction, style)
     prefills = {}
+    siblings = {"cad": adapter.prompt_ids(case.doc, SIBLING_INSTRUCTION, "lines", style=style),
+                "plain": plain_prompt_ids(model.hf_tokenizer, case.doc, SIBLING_INSTRUCTION, style)}
     for key, ids in (("cad", prompt_ids), ("plain", plain_ids)) if warm is not None else ():
         timed = warm[key](ids)
+        cached = document_prefill(model.model, ids, siblings[key])
         prefills.update({f"{key}_prefill_warm_cpu_seconds": timed["cpu_prefill_warm_seconds"],
-                         f"{key}_prompt_tokens_cached": timed["prompt_tokens_cached"]})
+                         f"{key}_prompt_tokens_cached": timed["prompt_tokens_cached"],
+                         f"{key}_prefill_doc_cpu_seconds": cached["cpu_prefill_doc_seconds"],
+                         f"{key}_prompt_tokens_doc_cached": cached["prompt_tokens_doc_cached"]})
     gold_ids = adapter.encode(case.gold)
     for text in pld:
         setting = PLDSetting.parse(text)
@@ -359,9 +396,9 @@ def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
     gets each case's record (or failure) as soon as it is done, so that a long run cut
     short still leaves its finished cases (the file is started afresh).
     """
-    chosen = select_cases(cases, cfg.order, cfg.limit)
+    chosen = select_cases(cases, cfg.order, cfg.limit, cfg.lines, cfg.split)
     if not chosen:
-        raise InputError("no cases to run (empty corpus, or --limit selects none)")
+        raise InputError("no cases to run (empty corpus, or --limit, --lines or --split selects none)")
     with _common.torch_threads(cfg.threads):
         if model is None:
             model = build_model(cfg)
@@ -376,7 +413,7 @@ def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
         adapter = CaDGenerator(model, chosen[0].doc).adapter
         # The constant heads, prefilled once for the whole run (the warm columns).
         warm = {"cad": WarmPrefill(model.model, adapter.constant_ids(style=cfg.prompt_style)),
-                "plain": WarmPrefill(model.model, adapter.constant_ids(plain=True))}
+                "plain": WarmPrefill(model.model, adapter.constant_ids(style=cfg.prompt_style, plain=True))}
         # Warm-up: every path once on a 4-line edit (first-call costs of transformers'
         # generate, Outlines' processor and our loop are not the cases' to pay).
         run_case(model, Case("warm-up", "a = 1\nb = 2\nc = 3\n", "a = 1\nb = 5\nc = 3\n"),
@@ -563,6 +600,16 @@ def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any,
             cpu["speedup_prompt_included_warm"] = {
                 name: (cpu_total["regen"] + warm["plain"])
                 / (cpu_total[name] + warm["plain" if name in pld else "cad"])
+                for name in names if name != "regen"}
+        if all("cad_prefill_doc_cpu_seconds" in r for r in results):
+            # the document cached too: an earlier edit of the same file version left it
+            doc = {key: sum(r[f"{key}_prefill_doc_cpu_seconds"] for r in results) for key in ("cad", "plain")}
+            cpu["prefill_doc_seconds"] = doc
+            cpu["prompt_tokens_doc_cached"] = {key: sum(r[f"{key}_prompt_tokens_doc_cached"] for r in results)
+                                               for key in ("cad", "plain")}
+            cpu["speedup_prompt_included_doc"] = {
+                name: (cpu_total["regen"] + doc["plain"])
+                / (cpu_total[name] + doc["plain" if name in pld else "cad"])
                 for name in names if name != "regen"}
         if cpu_tau:
             cpu["tau_kernel"] = cpu_tau

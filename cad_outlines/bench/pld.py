@@ -78,15 +78,16 @@ class PLDSetting:
 DEFAULT = PLDSetting(10, 2)
 
 
-def plain_prompt_ids(tokenizer: Any, document: str, instruction: str) -> list[int]:
+def plain_prompt_ids(tokenizer: Any, document: str, instruction: str, style: str = "full") -> list[int]:
     """The prompt a PLD user sends: the adapter's plain prompt (``Adapter.plain_prompt_ids``).
 
     No program-format statement and no line numbers: PLD answers with the whole edited
-    document, as :meth:`CaDGenerator.regenerate` does with the same prompt.
+    document, as :meth:`CaDGenerator.regenerate` does with the same prompt (``style``
+    ``compact``: the file first, as CaD's compact prompt has it).
     """
     from ..adapters import get_adapter
 
-    return get_adapter(tokenizer).plain_prompt_ids(document, instruction)
+    return get_adapter(tokenizer).plain_prompt_ids(document, instruction, style)
 
 
 def lookup_steps(prompt_ids: Sequence[int], gold_ids: Sequence[int], setting: PLDSetting,

@@ -175,7 +175,7 @@ def _run_pld(model: Any, case: Case, options: dict[str, Any], budget: int) -> di
     from .pld import PLDSetting, plain_prompt_ids, run_pld
 
     tok = model.hf_tokenizer
-    prompt = plain_prompt_ids(tok, case.doc, case.meta["instruction"])
+    prompt = plain_prompt_ids(tok, case.doc, case.meta["instruction"], trained_style(model.model))
     with torch.no_grad():  # the model's own reply: what greedy PLD verifies its drafts into
         out = model.model.generate(torch.tensor([prompt]), max_new_tokens=budget, do_sample=False,
                                    pad_token_id=tok.eos_token_id)
@@ -300,7 +300,7 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
                               len(model.hf_tokenizer.encode(case.gold, add_special_tokens=False)) + cfg.regen_margin)
                     rec = _run_generator(model, case, method, options, budget, sampling)
                 instruction = case.meta["instruction"]
-                rec.update(warm(adapter.plain_prompt_ids(case.doc, instruction) if plain else
+                rec.update(warm(adapter.plain_prompt_ids(case.doc, instruction, style) if plain else
                                 adapter.prompt_ids(case.doc, instruction, style=style)))
                 rec.update(config=name, sampling=label, case=case.id, kind=case.meta.get("kind", "?"),
                            corpus=case.meta.get("corpus", "?"), subset=case.meta.get("subset", "-"))

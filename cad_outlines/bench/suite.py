@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..training.corpus import Case
+from ..tools.presets import REAL_PRESETS
 from ..errors import InputError
 from ..files import atomic_write
 from . import _common
@@ -67,9 +68,9 @@ def run_suite(cases: Sequence[Case], cfg: E2EConfig, out_dir: str | os.PathLike,
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    chosen = select_cases(cases, cfg.order, cfg.limit)
+    chosen = select_cases(cases, cfg.order, cfg.limit, cfg.lines, cfg.split)
     if not chosen:
-        raise InputError("no cases to run (empty corpus, or --limit selects none)")
+        raise InputError("no cases to run (empty corpus, or --limit, --lines or --split selects none)")
     seconds: dict[str, float] = {}
     tables: dict[str, str] = {}
     started = time.perf_counter()
@@ -102,7 +103,8 @@ def run_suite(cases: Sequence[Case], cfg: E2EConfig, out_dir: str | os.PathLike,
                       checkpoint=out / "e2e.partial.jsonl")
         e2e["config"] = {**asdict(cfg), "suite": True}
         _common.write_json(out / "e2e.json", e2e)
-        plot_e2e(e2e, str(out / "e2e.png"), title=f"{name}: {cfg.preset} e2e (random weights)")
+        weights = "real weights" if cfg.preset in REAL_PRESETS else "random weights"
+        plot_e2e(e2e, str(out / "e2e.png"), title=f"{name}: {cfg.preset} e2e ({weights})")
         tables["e2e"] = format_e2e(e2e, name)
         seconds["e2e"] = time.perf_counter() - clock
 

@@ -362,7 +362,7 @@ class CaDGenerator(SteerableGenerator):
         messages = as_messages(prompt)  # checked at the door: an empty instruction is refused
         instruction = prompt if isinstance(prompt, str) else messages
         if plain:
-            return self.adapter.plain_prompt_ids(self.document, instruction)
+            return self.adapter.plain_prompt_ids(self.document, instruction, self.prompt_style)
         return self.adapter.prompt_ids(self.document, instruction, self.granularity, self.prompt_template,
                                        self.prompt_style)
 

@@ -467,7 +467,7 @@ class _RegenSession:
                  layout: str = "plain"):
         self.editor = editor
         self.adapter = adapter = editor.adapter
-        prompt = (adapter.plain_prompt_ids(document, instruction) if layout == "plain" else
+        prompt = (adapter.plain_prompt_ids(document, instruction, editor.prompt_style) if layout == "plain" else
                   adapter.prompt_ids(document, instruction, editor.granularity, style=editor.prompt_style))
         self.prompt = prompt
         eos = adapter.eos_token_id

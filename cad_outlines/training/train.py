@@ -45,7 +45,7 @@ class TrainConfig:
 
     base: str = "smollm2-135m-base"
     layout: str = "cad"
-    prompt_style: str = "full"  # the cad layout's prompt (adapters/_view.py)
+    prompt_style: str = "full"  # the prompt layout, program or plain (adapters/_view.py)
     steps: int = 600
     batch_size: int = 1
     lr: float = 1e-3
@@ -117,16 +117,17 @@ def train_step(model: Any, opt: Any, sched: Any, batch: Sequence[Row], pad_id: i
     return float(loss.detach())
 
 
-def regen_row(adapter: Any, case: Case) -> Row:
-    """The regeneration row of ``case``: plain prompt, then the edited file and the end token."""
-    prompt = adapter.plain_prompt_ids(case.doc, case.meta["instruction"])
+def regen_row(adapter: Any, case: Case, prompt_style: str = "full") -> Row:
+    """The regeneration row of ``case``: plain prompt (in ``prompt_style``), then the edited
+    file and the end token."""
+    prompt = adapter.plain_prompt_ids(case.doc, case.meta["instruction"], prompt_style)
     answer = adapter.encode(case.gold) + [adapter.eos_token_id]
     return prompt + answer, [IGNORE] * len(prompt) + answer
 
 
 def rows_for(cases: Iterable[Case], tokenizer: Any, layout: str, max_tokens: int,
              prompt_style: str = "full") -> tuple[list[Row], int]:
-    """Rows of ``cases`` in ``layout`` (``cad`` prompts in ``prompt_style``); and how many
+    """Rows of ``cases`` in ``layout`` (prompts in ``prompt_style``); and how many
     were dropped for ``max_tokens``."""
     if layout not in LAYOUTS:
         raise InputError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
@@ -137,7 +138,7 @@ def rows_for(cases: Iterable[Case], tokenizer: Any, layout: str, max_tokens: int
             row = builder.row(case.doc, builder.oracle(case.doc, case.gold), case.meta["instruction"], case.id)
             ids, labels = row.input_ids, row.labels
         else:
-            ids, labels = regen_row(builder.adapter, case)
+            ids, labels = regen_row(builder.adapter, case, prompt_style)
         if len(ids) > max_tokens:
             dropped += 1
             continue
