@@ -591,25 +591,17 @@ def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any,
                "speedup": {name: cpu_total["regen"] / cpu_total[name] for name in names},
                "speedup_prompt_included": {name: (cpu_total["regen"] + cpu_plain_prefill) / cpu_all[name]
                                            for name in names if name != "regen"}}
-        if all("cad_prefill_warm_cpu_seconds" in r for r in results):
-            # warm: the constant head of each prompt cached (the plain one for PLD and regen)
-            warm = {key: sum(r[f"{key}_prefill_warm_cpu_seconds"] for r in results) for key in ("cad", "plain")}
-            cpu["prefill_warm_seconds"] = warm
-            cpu["prompt_tokens_cached"] = {key: sum(r[f"{key}_prompt_tokens_cached"] for r in results)
-                                           for key in ("cad", "plain")}
-            cpu["speedup_prompt_included_warm"] = {
-                name: (cpu_total["regen"] + warm["plain"])
-                / (cpu_total[name] + warm["plain" if name in pld else "cad"])
-                for name in names if name != "regen"}
-        if all("cad_prefill_doc_cpu_seconds" in r for r in results):
-            # the document cached too: an earlier edit of the same file version left it
-            doc = {key: sum(r[f"{key}_prefill_doc_cpu_seconds"] for r in results) for key in ("cad", "plain")}
-            cpu["prefill_doc_seconds"] = doc
-            cpu["prompt_tokens_doc_cached"] = {key: sum(r[f"{key}_prompt_tokens_doc_cached"] for r in results)
-                                               for key in ("cad", "plain")}
-            cpu["speedup_prompt_included_doc"] = {
-                name: (cpu_total["regen"] + doc["plain"])
-                / (cpu_total[name] + doc["plain" if name in pld else "cad"])
+        # warm: the constant head of each prompt cached (the plain one for PLD and regen);
+        # doc: the document too, as an earlier edit of the same file version leaves it
+        for which, tokens in (("warm", "prompt_tokens_cached"), ("doc", "prompt_tokens_doc_cached")):
+            if not all(f"cad_prefill_{which}_cpu_seconds" in r for r in results):
+                continue
+            prefill = {key: sum(r[f"{key}_prefill_{which}_cpu_seconds"] for r in results) for key in ("cad", "plain")}
+            cpu[f"prefill_{which}_seconds"] = prefill
+            cpu[tokens] = {key: sum(r[f"{key}_{tokens}"] for r in results) for key in ("cad", "plain")}
+            cpu[f"speedup_prompt_included_{which}"] = {
+                name: (cpu_total["regen"] + prefill["plain"])
+                / (cpu_total[name] + prefill["plain" if name in pld else "cad"])
                 for name in names if name != "regen"}
         if cpu_tau:
             cpu["tau_kernel"] = cpu_tau
