@@ -58,6 +58,21 @@ def test_forced_oracle_same_output_fewer_forwards(preset, tiny_model):
         assert b.forward_passes < a.forward_passes, case["id"]
         assert b.forward_passes + b.forwards_saved == b.decoded_tokens == a.forward_passes
         assert 0 < b.draft_accepted <= b.draft_tokens
+        # without drafts every gen-body token but the last costs a forward of its own
+        body = sum(len(model.hf_tokenizer.encode(op.text.strip("\n"), add_special_tokens=False))
+                   for op in ops if isinstance(op, Gen))
+        assert 0 < b.body_forwards <= a.body_forwards < a.forward_passes
+        assert a.body_forwards >= body // 2  # (tokens at a body's edges merge with the tags)
+
+
+def test_body_forwards_count_only_forwards_after_gen_text(tiny_model):
+    model = tiny_model(FAMILY_PRESETS[0])
+    doc = "".join(f"row_{k} = {k}\n" for k in range(12))
+    copies_only, _, _ = _run(model, doc, [Copy(1, 3), Copy(5, 13)], draft_tags=False)
+    assert copies_only.stats.body_forwards == 0 < copies_only.stats.forward_passes
+    edited, _, _ = _run(model, doc, [Copy(1, 3), Gen("\nrow_3 = 'three hundred and three'\n"), Copy(5, 13)],
+                        draft_tags=False)
+    assert 5 <= edited.stats.body_forwards < edited.stats.forward_passes
 
 
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
