@@ -89,7 +89,7 @@ LINE_WINDOW = 8
 #: What a draft was drawn from, for :class:`DraftBudget`'s acceptance counts: the
 #: program's structure (copy tags, ``<gen>``, ``</gen>``) or a gen-body lookup match with
 #: the longest, middle or shortest key of :data:`LOOKUP_KEYS` (longer matches continue
-#: more often).
+#: more often), the caller's plan, or a line draft (:meth:`Drafter.line_body`).
 DraftKind = Literal["tag", "lookup_long", "lookup_mid", "lookup_short", "plan", "line"]
 _LOOKUP_KINDS: tuple[DraftKind, ...] = ("lookup_long", "lookup_mid", "lookup_short")
 
