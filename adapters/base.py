@@ -21,6 +21,7 @@ and raises :class:`AdapterError` naming the probe that failed.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -310,11 +311,7 @@ class Adapter:
         # document may merge with it into one token): the ids all share are constant.
         probes = [ids(doc, instruction) for doc, instruction in
                   (("a", "x"), ("b\nc", "y"), ("", "z"), ("\n\n", "w"), (" \t", "v"))]
-        first, n = probes[0], len(probes[0])
-        for other in probes[1:]:
-            n = min(n, len(other))
-            n = next((k for k in range(n) if first[k] != other[k]), n)
-        return first[:n]
+        return list(os.path.commonprefix(probes))
 
     def _content_ids(self, prompt: str | Sequence[Mapping[str, str]], content: str) -> list[int]:
         """Ids of the conversation with ``content`` as its last user message."""

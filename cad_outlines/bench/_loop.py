@@ -11,6 +11,7 @@ unconstrained branch (``CaDGenerator.regenerate``).
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
@@ -148,9 +149,8 @@ def document_prefill(hf_model: Any, prompt_ids: Sequence[int], sibling_ids: Sequ
     first, untimed, as an editor's earlier edit of that file leaves it in a kept prefix
     (``TransformersRunner(prefix_cache=True)``). ``cpu_prefill_doc_seconds`` and
     ``prompt_tokens_doc_cached``; a layout with the instruction first caches its head only."""
-    shared = next((k for k, (a, b) in enumerate(zip(prompt_ids, sibling_ids)) if a != b),
-                  min(len(prompt_ids), len(sibling_ids)))
-    timed = WarmPrefill(hf_model, list(prompt_ids[:shared]))(prompt_ids)
+    shared = os.path.commonprefix([list(prompt_ids), list(sibling_ids)])  # works on any sequences
+    timed = WarmPrefill(hf_model, shared)(prompt_ids)
     return {"cpu_prefill_doc_seconds": timed["cpu_prefill_warm_seconds"],
             "prompt_tokens_doc_cached": timed["prompt_tokens_cached"]}
 
