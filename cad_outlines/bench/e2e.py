@@ -337,11 +337,11 @@ def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs
             runs[name] = _cad_run(model, case, instruction, ops, budget, prompt_style=style, **options)
     plain_ids = plain_prompt_ids(model.hf_tokenizer, case.doc, instruction, style)
     prefills = {}
-    siblings = {"cad": adapter.prompt_ids(case.doc, SIBLING_INSTRUCTION, "lines", style=style),
-                "plain": plain_prompt_ids(model.hf_tokenizer, case.doc, SIBLING_INSTRUCTION, style)}
     for key, ids in (("cad", prompt_ids), ("plain", plain_ids)) if warm is not None else ():
         timed = warm[key](ids)
-        cached = document_prefill(model.model, ids, siblings[key])
+        sibling = (adapter.prompt_ids(case.doc, SIBLING_INSTRUCTION, "lines", style=style) if key == "cad"
+                   else plain_prompt_ids(model.hf_tokenizer, case.doc, SIBLING_INSTRUCTION, style))
+        cached = document_prefill(model.model, ids, sibling)
         prefills.update({f"{key}_prefill_warm_cpu_seconds": timed["cpu_prefill_warm_seconds"],
                          f"{key}_prompt_tokens_cached": timed["prompt_tokens_cached"],
                          f"{key}_prefill_doc_cpu_seconds": cached["cpu_prefill_doc_seconds"],
