@@ -194,10 +194,14 @@ class Drafter:
             text += syntax.PROGRAM_CLOSE
         return text[len(pending):] if text.startswith(pending) and len(text) > len(pending) else ""
 
+    def _resume(self, ops: Sequence[Op]) -> int:
+        """The number of the first unit after the last copy in ``ops`` (``lo`` without one)."""
+        copies = [op for op in ops if isinstance(op, (Copy, CopyTokens))]
+        return copies[-1].end + 1 if copies else self.lo
+
     def _next_op_text(self, ops: Sequence[Op]) -> str:
         """The start of the op expected after ``ops`` (a copy up to its end index)."""
-        copies = [op for op in ops if isinstance(op, (Copy, CopyTokens))]
-        last_end = copies[-1].end if copies else self.lo - 1
+        last_end = self._resume(ops) - 1
         if ops and isinstance(ops[-1], (Copy, CopyTokens)):
             if ops[-1].end >= self.hi:
                 return ""  # </program> follows; its logits are never needed
@@ -226,8 +230,7 @@ class Drafter:
         """
         if self.granularity != "lines" or not body.startswith("\n"):
             return ""
-        copies = [op for op in ops if isinstance(op, (Copy, CopyTokens))]
-        first = copies[-1].end if copies else 0  # 0-based index of the first line after the copy
+        first = self._resume(ops) - self.lo  # index in units of the first line after the copy
         window = self.units[first:first + LINE_WINDOW]
         current = body[body.rfind("\n") + 1:]
         rest = None
@@ -260,8 +263,7 @@ class Drafter:
         The places searched, in order: the document after the previous copy, the whole
         document, the earlier gens' text and the body itself.
         """
-        copies = [op for op in ops if isinstance(op, (Copy, CopyTokens))]
-        resume = copies[-1].end + 1 - self.lo if copies else 0
+        resume = self._resume(ops) - self.lo
         start = self._offsets[resume] if resume < len(self._offsets) else len(self._text)
         # the key's own place, at the body's end, has nothing after it: not a match
         earlier = "".join(op.text for op in ops if isinstance(op, Gen)) + body
