@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cad_outlines.bench.quality import (CONFIGS, DEFAULT_CONFIGS, QualityConfig, dropped_tail, format_table,
-                                        load_eval_cases, run)
+from cad_outlines.bench.quality import (CONFIGS, DEFAULT_CONFIGS, QualityConfig, dropped_tail,
+                                        first_of_each_subset, format_table, load_eval_cases, run)
 from cad_outlines.language.program import Copy, Gen
 from cad_outlines.training.corpus import Case
 
@@ -47,6 +47,16 @@ def test_the_v2_set_holds_every_subset_of_unseen_files():
     long = [c for c in cases if c.meta["subset"] == "whole_151_400"]
     assert long and all(151 <= c.meta["lines"] <= 400 for c in long)
     assert all("<update>" in c.meta["instruction"] for c in cases if c.meta["subset"] == "commit_snippets")
+
+
+def test_per_subset_keeps_the_first_cases_of_each_subset_in_order():
+    cases = load_eval_cases("v2")
+    kept = first_of_each_subset(cases, 2)
+    subsets = [c.meta["subset"] for c in cases]
+    assert len(kept) == 2 * len(set(subsets))
+    assert [c.id for c in kept] == [c.id for c in cases if c in kept]  # original order
+    for name in set(subsets):
+        assert [c.id for c in kept if c.meta["subset"] == name] == [c.id for c in cases if c.meta["subset"] == name][:2]
 
 
 def test_a_dropped_tail_is_a_program_that_stops_copying_early():

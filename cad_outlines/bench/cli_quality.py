@@ -167,6 +167,8 @@ def _add_bench_quality(bench: argparse._SubParsersAction) -> None:
                    help="configurations also sampled (temperature 0.7, --seeds); '' for none")
     p.add_argument("--seeds", default="0,1,2", metavar="S1,S2,...", help="seeds of the sampled runs")
     p.add_argument("--limit", type=positive, default=None, metavar="N", help="first N eval cases only")
+    p.add_argument("--per-subset", type=positive, default=None, metavar="N",
+                   help="first N eval cases of each subset (the v2 set's templated, whole files, ...)")
     p.add_argument("--sampled-limit", type=positive, default=30, metavar="N",
                    help="first N eval cases for the sampled runs")
     p.add_argument("--cases", metavar="CASES.jsonl", default=None,
@@ -189,7 +191,7 @@ def _run_bench_quality(args: argparse.Namespace) -> int:
         raise UsageError(f"--sampled: {', '.join(pld)} run greedy only (PLD verifies greedy drafts)")
     cfg = QualityConfig(sampled=name_list("--sampled", args.sampled, CONFIGS),
                         seeds=int_list("--seeds", args.seeds, minimum=0), limit=args.limit,
-                        sampled_limit=args.sampled_limit, threads=args.threads, cad_budget=args.budget)
+                        per_subset=args.per_subset, sampled_limit=args.sampled_limit, threads=args.threads, cad_budget=args.budget)
     if args.configs:
         cfg.configs = name_list("--configs", args.configs, CONFIGS)
     if args.cases:

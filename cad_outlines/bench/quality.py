@@ -93,6 +93,7 @@ class QualityConfig:
     seeds: tuple[int, ...] = (0, 1, 2)
     temperature: float = 0.7
     limit: int | None = None  # first N cases (greedy)
+    per_subset: int | None = None  # first N cases of each subset (before ``limit``)
     sampled_limit: int | None = 30  # first N cases (sampled)
     cad_budget: int = 256
     regen_margin: int = 32
@@ -122,6 +123,19 @@ def load_eval_cases(path: str | None = None) -> list[Case]:
                 raise InputError(f"{path or 'eval_edits.jsonl'}, line {number}: not an eval case "
                                  f"(JSON with id, doc, gold, instruction): {err}") from None
     return cases
+
+
+def first_of_each_subset(cases: Sequence[Case], n: int) -> list[Case]:
+    """The first ``n`` cases of each subset (``meta["subset"]``; cases without one form a
+    subset of their own), in their original order."""
+    seen: dict[str, int] = defaultdict(int)
+    kept = []
+    for case in cases:
+        subset = case.meta.get("subset", "")
+        seen[subset] += 1
+        if seen[subset] <= n:
+            kept.append(case)
+    return kept
 
 
 def dropped_tail(ops: Sequence[Any], case: Case) -> bool:
@@ -337,7 +351,8 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
     """
     if cases is None:
         cases = load_eval_cases(cfg.cases_path if cfg.cases_path != QualityConfig.cases_path else None)
-    cases = list(cases)[:cfg.limit] if cfg.limit else list(cases)
+    cases = first_of_each_subset(cases, cfg.per_subset) if cfg.per_subset else list(cases)
+    cases = cases[:cfg.limit] if cfg.limit else cases
     env = environment()  # recorded before the runs: the code and load they started with
     started = time.time()
     if jobs > 1 and loader is None:
