@@ -1,4 +1,4 @@
-"""The opt-in loop options for weak models: monotone copies and a per-gen length cap."""
+"""The loop guards: monotone copies, a per-gen length cap and the copy budget (on by default)."""
 
 from __future__ import annotations
 
@@ -166,3 +166,41 @@ def test_an_observer_sees_every_phase_and_the_loop_keeps_no_other_stopwatch(tiny
     gen, clock = clocked_generator(tiny_model("tiny-qwen"), DOC)
     _, measured = cpu_run(clock, lambda: gen.run("x", force_program=forced))
     assert measured["constraint_seconds"] > 0 and measured["splice_seconds"] > 0
+
+
+def test_the_copy_budget_lets_copies_write_the_document_twice_at_most(tiny_model):
+    model = tiny_model("tiny-qwen")  # DOC: 13 lines, a budget of 26
+    twice = '<program><copy lines="1-13"/><copy lines="1-13"/></program>'
+    assert cad(model, DOC).run("x", force_program=twice).document.count("line 1 = 1\n") == 2
+    thrice = '<program><copy lines="1-13"/><copy lines="1-13"/><copy lines="1-1"/></program>'
+    with pytest.raises(ForcedProgramError):
+        cad(model, DOC).run("x", force_program=thrice)
+    assert cad(model, DOC, copy_ratio=None).run("x", force_program=thrice).complete
+    # the last copy's end is capped at what is left: 3 lines after 23
+    with pytest.raises(ForcedProgramError):
+        cad(model, DOC).run("x", force_program='<program><copy lines="1-13"/><copy lines="1-10"/>'
+                                               '<copy lines="1-4"/></program>')
+    ok = cad(model, DOC).run("x", force_program='<program><copy lines="1-13"/><copy lines="1-10"/>'
+                                                '<copy lines="2-4"/></program>')
+    assert ok.complete and ok.document.count("line 2 = 2\n") == 3
+
+
+def test_copy_indices_cap_ends_by_the_budget_at_a_valid_boundary():
+    from cad_outlines.decoding.constraint import CopyIndices, copy_budget
+
+    lines = CopyIndices.for_lines(10).limited(5)
+    assert lines.can_end("5", True, 1) and not lines.can_end("6", True, 1)
+    assert not lines.exhausted and lines.spend(4).can_start("9", True)
+    spent = lines.spend(5)
+    assert spent.exhausted and not spent.can_start("1", True)
+    assert lines.budget == 5  # spending returns a new object
+    # tokens 3 and 4 start inside a character: a copy from 2 with 1 unit left ends at 4
+    tokens = CopyIndices.for_token_count(10, inside=[3, 4]).limited(1)
+    assert tokens.can_end("4", True, 2) and not tokens.can_end("5", True, 2)
+    assert copy_budget(13, 2.0) == 26 and copy_budget(13, 0.5) == 13
+
+
+@pytest.mark.parametrize("bad", [0, -1.5, "2", True])
+def test_copy_ratio_is_checked_when_the_generator_is_built(tiny_model, bad):
+    with pytest.raises(OptionError, match="copy_ratio"):
+        cad(tiny_model("tiny-qwen"), DOC, copy_ratio=bad)

@@ -13,6 +13,10 @@ Two small automata are composed with the matcher's mask:
   extends must still be completable to one with ``i <= j`` whose start and end are
   valid copy boundaries, so every copy satisfies ``1 <= i <= j <= n`` (and, in token
   programs, never starts or ends inside a UTF-8 character);
+* **copy budget** — the copies of one program reproduce at most :data:`COPY_RATIO` times
+  the document's units in all (the last copy's end is capped at what is left; then no
+  copy may start), so a model looping on copies must write a gen or close the program:
+  copied text can never fill the context;
 * **tag boundary** — inside a copy tag, tokens whose text runs past the tag's closing
   ``>`` (e.g. Qwen's ``"/><``) are removed, so a copy tag always ends on a token
   boundary and the splice lands exactly after it (the adapter's layout rule).
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import codecs
 import copy
+import math
 from typing import Any, Protocol, Sequence
 
 import numpy as np
@@ -32,6 +37,10 @@ import torch
 from ..language import program, syntax
 from ..language.program import Copy, CopyTokens, Op
 from .compiling import CompiledGrammar
+
+#: The copy budget's default: a program's copies may reproduce the document twice over.
+#: An edit that keeps a file copies it about once; a loop copies it again and again.
+COPY_RATIO = 2.0
 
 
 class Constraint(Protocol):
@@ -129,6 +138,7 @@ class CopyIndices:
                  ends: Sequence[bool] | None = None):
         self.lo, self.hi = lo, hi
         self.floor = lo  # the lowest start (monotone copies raise it: see ``after``)
+        self.budget: int | None = None  # units copies may still reproduce (``spend``)
         self._starts = _counts(starts, hi - lo + 1)
         self._ends = _counts(ends, hi - lo + 1)
         # A start is only worth taking if some end can follow it.
@@ -161,23 +171,51 @@ class CopyIndices:
         raised.floor = max(self.floor, end + 1)
         return raised
 
+    def spend(self, units: int) -> "CopyIndices":
+        """The same bounds with ``units`` fewer left in the budget (unchanged without one)."""
+        if self.budget is None:
+            return self
+        spent = copy.copy(self)
+        spent.budget = max(0, self.budget - units)
+        return spent
+
+    def limited(self, budget: int | None) -> "CopyIndices":
+        """The same bounds with a budget of ``budget`` copied units (``None``: none)."""
+        capped = copy.copy(self)
+        capped.budget = budget
+        return capped
+
     @property
     def exhausted(self) -> bool:
-        """No copy can start any more (every start is below :attr:`floor`)."""
-        return not self._any(self._starts, self.floor, self._last_end)
+        """No copy can start any more (every start is below :attr:`floor`, or the budget
+        is spent)."""
+        return (self.budget is not None and self.budget < 1) or not self._any(self._starts, self.floor, self._last_end)
+
+    def _end_cap(self, start: int) -> int:
+        """The last end a copy from ``start`` may take within the budget: the budget's
+        last unit, or the first valid end after it where none comes before (a token copy
+        ends on a character's boundary, a few tokens at most)."""
+        if self.budget is None:
+            return self.hi
+        cap = min(self.hi, start + self.budget - 1)
+        while cap < self.hi and not self._any(self._ends, max(start, self.lo), cap):
+            cap += 1
+        return cap
 
     def can_start(self, digits: str, closes: bool) -> bool:
         """Can a start index whose decimal form begins with ``digits`` be valid?
 
         ``closes``: the number ends right after ``digits``.
         """
+        if self.budget is not None and self.budget < 1:
+            return False
         return any(self._any(self._starts, a, b)
                    for a, b in _extensions(digits, closes, self.floor, self._last_end))
 
     def can_end(self, digits: str, closes: bool, start: int) -> bool:
         """Can an end index beginning with ``digits`` be valid for a copy from ``start``?"""
         return any(self._any(self._ends, a, b)
-                   for a, b in _extensions(digits, closes, max(start, self.lo), self.hi))
+                   for a, b in _extensions(digits, closes, max(start, self.lo), self._end_cap(start)))
 
     def allows(self, tag: str) -> bool:
         """Whether the (partial) copy tag ``tag`` can still complete to a valid copy.
@@ -206,6 +244,14 @@ class CopyIndices:
         if counts is None:
             return True
         return bool(counts[b - self.lo + 1] - counts[a - self.lo] > 0)
+
+
+def copy_budget(units: int, ratio: float) -> int:
+    """How many units a program's copies may reproduce in all: ``ratio`` times the
+    document's ``units``, and at least one document's worth."""
+    if ratio <= 0:
+        raise ValueError(f"copy ratio must be > 0, got {ratio!r}")
+    return max(units, math.ceil(ratio * units))
 
 
 def inside_characters(pieces: Sequence[bytes]) -> list[int]:
@@ -253,12 +299,17 @@ class ProgramConstraint:
         Where copies may start and end. Default: every index of ``compiled`` (right
         for line programs; token programs pass :meth:`CopyIndices.for_tokens` so that
         no copy splits a character).
+    monotone
+        Each copy starts after the previous one's end (``LoopSwitches.monotone_copies``).
+    copy_ratio
+        The copy budget: copies reproduce at most this many times the document's units
+        in all (:func:`copy_budget`); ``None``: no budget.
     """
 
     accepts_end = False  # a forced program that runs out before </program> is an error
 
     def __init__(self, compiled: CompiledGrammar, indices: CopyIndices | None = None,
-                 monotone: bool = False):
+                 monotone: bool = False, copy_ratio: float | None = COPY_RATIO):
         import llguidance
         import llguidance.torch
 
@@ -269,6 +320,8 @@ class ProgramConstraint:
         elif (indices.lo, indices.hi) != bounds:
             raise ValueError(f"copy indices {indices.lo}..{indices.hi} do not match the grammar's "
                              f"{compiled.granularity} bound {compiled.upper}")
+        if copy_ratio is not None:
+            indices = indices.limited(copy_budget(indices.hi - indices.lo + 1, copy_ratio))
         self.indices = indices
         self.monotone = monotone
         self.matcher = llguidance.LLMatcher(compiled.llg_tokenizer, compiled.grammar_spec)
@@ -308,8 +361,9 @@ class ProgramConstraint:
             for tid in np.flatnonzero(self._buffer).tolist():
                 if not self.indices.allows(pending + self._piece(tid)):
                     self._buffer[tid] = 0
-        elif self.monotone and self.indices.exhausted:
-            # No copy may start after the last one: refuse the tokens that begin a copy tag.
+        elif self.indices.exhausted and not self.in_gen:
+            # No copy may start (after the last one, or past the budget): refuse the
+            # tokens that begin a copy tag.
             pending = self.pending
             for tid in np.flatnonzero(self._buffer).tolist():
                 # COPY_PREFIX is the shortest text that tells a copy tag from the other ops
@@ -448,9 +502,10 @@ class ProgramConstraint:
                 return []
         new_ops, self._op_end = program.scan_ops(self.text, self._op_end, self.compiled.granularity)
         self.ops.extend(new_ops)
-        if self.monotone:
-            for op in new_ops:
-                if isinstance(op, (Copy, CopyTokens)):
+        for op in new_ops:
+            if isinstance(op, (Copy, CopyTokens)):
+                self.indices = self.indices.spend(op.end - op.start + 1)
+                if self.monotone:
                     self.indices = self.indices.after(op.end)
         return new_ops
 

@@ -382,7 +382,8 @@ class CaDGenerator(SteerableGenerator):
         stats = CaDStats(compile_seconds=self.compiled.compile_seconds,
                          tokenizer_setup_seconds=tokenizer_setup_seconds(self.adapter.tokenizer))
         constraint: LoopConstraint = (
-            ProgramConstraint(self.compiled, self.view.indices, self.loop.monotone_copies) if constrained
+            ProgramConstraint(self.compiled, self.view.indices, self.loop.monotone_copies,
+                              self.loop.copy_ratio) if constrained
             else Unconstrained(self.compiled, self.adapter.eos_token_id))
         forced = None
         if force_program is not None:

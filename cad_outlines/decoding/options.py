@@ -20,6 +20,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..errors import OptionError, OptionTypeError
+from .constraint import COPY_RATIO
 from .drafting import ForwardCost
 from .sampler import SAMPLING_OPTIONS, SamplingOptions
 
@@ -64,6 +65,12 @@ class LoopSwitches:
         Opt-in guard: each copy must start after the previous copy's end (checked in the
         mask, like ``i <= j``), so a model cannot loop on the same lines. Edits that
         reorder lines (a swap) then need a gen for the moved text.
+    copy_ratio
+        Guard, on by default: a program's copies reproduce at most this many times the
+        document's lines (tokens) in all (:data:`~.constraint.COPY_RATIO`: twice). Past
+        it the mask caps the copy's end and refuses a new copy tag, so a model looping on
+        copies must write a gen or close the program; copies can never fill the context.
+        ``None``: no budget.
     max_gen_tokens
         Opt-in guard: a cap on the tokens of one gen body; a body that reaches it stops
         the run (``stats.stopped_early``, ``stats.stop_reason == "max_gen_tokens"``), so a
@@ -84,6 +91,7 @@ class LoopSwitches:
     draft_lookup: bool = True
     forward_cost: ForwardCost | None = None
     monotone_copies: bool = False
+    copy_ratio: float | None = COPY_RATIO
     max_gen_tokens: int | None = None
     logits_processors: Sequence[LogitsProcessor] = ()
 
@@ -91,6 +99,9 @@ class LoopSwitches:
         limit = self.max_gen_tokens
         if limit is not None and (not isinstance(limit, int) or limit < 1):
             raise OptionError(f"max_gen_tokens must be an integer >= 1 or None, got {limit!r}")
+        ratio = self.copy_ratio
+        if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not ratio > 0):
+            raise OptionError(f"copy_ratio must be a number > 0 or None, got {ratio!r}")
         object.__setattr__(self, "monotone_copies", bool(self.monotone_copies))
         object.__setattr__(self, "logits_processors", tuple(self.logits_processors))
 
