@@ -9,9 +9,12 @@ import io
 import pytest
 
 import cad_outlines.generate
-from cad_outlines.language.snippets import marker_lines as find_markers, update_instruction
+from hypothesis import given, strategies as st
+
+from cad_outlines.language.snippets import marker_lines as find_markers, update_instruction, update_of
 from cad_outlines.bench.fuzz import check_result
 from cad_outlines.cli import main
+from cad_outlines.errors import InputError
 from cad_outlines.decoding.generator import CaDGenerator, IncompleteProgramError
 from cad_outlines.decoding.prompts import PromptError, update_prompt
 from cad_outlines.tools import models
@@ -51,6 +54,21 @@ def test_update_instruction_layout():
     assert text.endswith("<update>\n" + UPDATE + "</update>")
     assert update_instruction("x = 1\n").startswith("Apply this update")  # no instruction
     assert "`// ... existing code ...`" in update_instruction("x = 1\n", path="a.c")  # the file's own syntax
+
+
+@given(st.text(st.characters(codec="utf-8"), min_size=1).filter(str.strip),
+       st.none() | st.text(st.characters(codec="utf-8")))
+def test_update_of_reads_back_the_snippet_an_instruction_carries(snippet, instruction):
+    try:
+        text = update_instruction(snippet, instruction)
+    except InputError:  # a snippet of markers only is refused: nothing to read back
+        return
+    assert update_of(text) == (snippet if snippet.endswith("\n") else snippet + "\n")
+
+
+def test_update_of_a_plain_instruction_is_none():
+    assert update_of("Rename `x` to `y`.") is None
+    assert update_of("Apply this update to the document; but <update>\nx\n</update> is quoted here.") is None
 
 
 @pytest.mark.parametrize("snippet", ["", "  \n", "// ... existing code ...\n"])

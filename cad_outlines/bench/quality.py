@@ -23,7 +23,9 @@ regen_pld20    ``smollm2-135m-regen``      model's own greedy output (k=20, n=3)
 
 The PLD rows clock transformers' prompt-lookup drafting verified against the regeneration
 model's own greedy reply (what greedy PLD produces): its output is regeneration's, only
-the forwards differ. Opt-in (``--configs``).
+the forwards differ. Opt-in (``--configs``). A CaD run of a lazy-snippet case (an
+instruction made by :func:`~cad_outlines.language.snippets.update_instruction`) drafts
+from the snippet's literal merge, as ``apply`` does.
 
 Per run: exact match, complete, valid (a complete program parses and resolves
 strictly), copies in range (``1 <= i <= j <= n``), forwards, process CPU seconds (one
@@ -45,6 +47,7 @@ from typing import Any, Callable, Sequence
 
 from ..language import program as programs
 from ..language.program import Copy
+from ..language.snippets import update_of
 from ..language.syntax import PROGRAM_CLOSE, split_lines
 from ..errors import InputError
 from ..files import read_text
@@ -166,8 +169,13 @@ def _run_generator(model: Any, case: Case, method: str, options: dict[str, Any],
                    sampling: dict[str, Any]) -> dict[str, Any]:
     gen, clock = clocked_generator(model, case.doc, **options)
     instruction = case.meta["instruction"]
+    update = update_of(instruction)
     if method == "cad":
-        result, cpu = cpu_run(clock, lambda: gen.run(instruction, max_new_tokens=budget, **sampling))
+        # A snippet case is what `apply` runs: drafted from the snippet's literal merge
+        # (greedy output unchanged; fewer forwards where the model follows the snippet).
+        result, cpu = cpu_run(clock, lambda: gen.run(
+            instruction, max_new_tokens=budget, **sampling,
+            prediction=gen.predicted(update) if update is not None else None))
     else:
         result, cpu = cpu_run(clock, lambda: gen.regenerate(instruction, max_new_tokens=budget, **sampling))
     st = result.stats

@@ -27,7 +27,7 @@ from typing import Sequence
 from ..errors import InputError
 
 __all__ = ["COMMENT_STYLES", "comment_style", "is_marker", "make_snippet", "marker", "marker_lines",
-           "update_instruction"]
+           "update_instruction", "update_of"]
 
 #: Comment syntax by file suffix: (opening, closing).
 COMMENT_STYLES: dict[str, tuple[str, str]] = {
@@ -152,9 +152,23 @@ def update_instruction(snippet: str, instruction: str | None = None, path: str |
     head = []
     if instruction and instruction.strip():
         head.append(instruction.strip())
-    head.append(f"Apply this update to the document; `{quoted}` stands for lines kept as they are:")
+    head.append(_UPDATE_SENTENCE.format(quoted))
     body = snippet if snippet.endswith("\n") else snippet + "\n"
     return "\n".join(head) + f"\n<update>\n{body}</update>"
+
+
+_UPDATE_SENTENCE = "Apply this update to the document; `{}` stands for lines kept as they are:"
+_UPDATE_RE = re.compile(
+    "(?:^|\n)" + re.escape(_UPDATE_SENTENCE).replace(re.escape("{}"), "[^`\n]*") + "\n<update>\n(.*)</update>\\Z",
+    re.DOTALL)
+
+
+def update_of(instruction: str) -> str | None:
+    """The snippet an :func:`update_instruction` carries (ending in a newline), or
+    ``None`` when ``instruction`` is not one: what the apply path's merge drafts from
+    when a stored instruction is replayed (``bench quality``'s snippet cases)."""
+    match = _UPDATE_RE.search(instruction)
+    return match.group(1) if match else None
 
 
 def merge(document: str, snippet: str) -> str | None:
