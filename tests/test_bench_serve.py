@@ -62,3 +62,19 @@ def test_pricing_runs_edits_side_by_side_until_each_is_done():
 def test_cli_without_vllm_says_how_to_install_it(tmp_path, capsys):
     assert main(["bench", "serve", str(tmp_path), str(tmp_path / "c.jsonl")]) == 2
     assert "cad-outlines[vllm]" in capsys.readouterr().err
+
+
+def test_the_default_context_is_the_models_own_at_most_16k(tmp_path):
+    import json
+
+    from cad_outlines.bench.serve import MAX_MODEL_LEN, model_context
+    from cad_outlines.errors import InputError
+
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 8192}))
+    assert model_context(str(tmp_path)) == 8192  # SmolLM2: vLLM refuses more
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 131072}))
+    assert model_context(str(tmp_path)) == MAX_MODEL_LEN
+    (tmp_path / "config.json").write_text("{}")
+    assert model_context(str(tmp_path)) == MAX_MODEL_LEN
+    with pytest.raises(InputError, match="config.json"):
+        model_context(str(tmp_path / "missing"))

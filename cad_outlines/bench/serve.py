@@ -33,11 +33,13 @@ on them; exact match checks the mechanics.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import statistics
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..training.corpus import Case, load_corpus
@@ -48,7 +50,7 @@ from ..language.program import render
 from . import _common
 from .serve_report import format_serve, plot_serve
 
-__all__ = ["ServeConfig", "add_arguments", "main", "ngram_replay", "price_replay", "run_from_args", "run_serve",
+__all__ = ["MAX_MODEL_LEN", "ServeConfig", "add_arguments", "main", "model_context", "ngram_replay", "price_replay", "run_from_args", "run_serve",
            "splice_probe"]
 
 
@@ -58,7 +60,8 @@ class ServeConfig:
 
     ``kv_cache_gib`` sizes each engine's KV cache; ``0`` lets vLLM size it from free
     memory (on a shared CPU machine vLLM then reserves most of the node and may refuse to
-    start). ``ngram_k``, ``ngram_min`` and ``ngram_max`` are vLLM's
+    start). ``max_model_len`` ``0``: the model's own context (``max_position_embeddings``),
+    at most :data:`MAX_MODEL_LEN`. ``ngram_k``, ``ngram_min`` and ``ngram_max`` are vLLM's
     ``num_speculative_tokens``, ``prompt_lookup_min`` and ``prompt_lookup_max``.
     """
 
@@ -69,10 +72,33 @@ class ServeConfig:
     dtype: str = "bfloat16"
     block_size: int = 32
     kv_cache_gib: float = 2.0
-    max_model_len: int = 16384
+    max_model_len: int = 0
     ngram_k: int = 8
     ngram_min: int = 2
     ngram_max: int = 4
+
+
+#: The longest context ``bench serve`` reserves by default (the KV budget is fixed anyway).
+MAX_MODEL_LEN = 16384
+
+
+def model_context(folder: str) -> int:
+    """The model folder's context length (``config.json``), at most :data:`MAX_MODEL_LEN`.
+
+    Raises
+    ------
+    InputError
+        When the folder has no readable ``config.json``.
+    """
+    import json
+
+    path = Path(folder) / "config.json"
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise InputError(f"{folder}: not a model folder vLLM can load (config.json: {err})") from None
+    positions = config.get("max_position_embeddings")
+    return min(MAX_MODEL_LEN, int(positions)) if isinstance(positions, (int, float)) and positions > 0 else MAX_MODEL_LEN
 
 
 def select(cases: Sequence[Case], edits: int, max_doc_chars: int) -> list[Case]:
@@ -142,6 +168,8 @@ def run_serve(cfg: ServeConfig) -> dict[str, Any]:
     # Intel OpenMP preloaded, vLLM's n-gram engine ran ~6x slower here (tiny model).
     environment = _common.environment(vllm=vllm.__version__, ld_preload=os.environ.get("LD_PRELOAD"),
                                       omp_num_threads=os.environ.get("OMP_NUM_THREADS"))
+    if not cfg.max_model_len:
+        cfg = dataclasses.replace(cfg, max_model_len=model_context(cfg.model))
     cases = select(load_corpus(cfg.corpus), cfg.edits, cfg.max_doc_chars)
     if len(cases) < cfg.edits:
         raise InputError(f"only {len(cases)} cases of {cfg.corpus} fit max_doc_chars={cfg.max_doc_chars}")
