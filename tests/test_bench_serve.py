@@ -78,3 +78,15 @@ def test_the_default_context_is_the_models_own_at_most_16k(tmp_path):
     assert model_context(str(tmp_path)) == MAX_MODEL_LEN
     with pytest.raises(InputError, match="config.json"):
         model_context(str(tmp_path / "missing"))
+
+
+def test_the_module_entry_point_reports_bad_input_in_one_line(tmp_path, capsys):
+    from cad_outlines.bench.serve import main as serve_main
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("")
+    assert serve_main([str(tmp_path / "missing"), str(corpus)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    # without vLLM it stops there first; with it, at the folder that holds no model
+    expected = "config.json" if importlib.util.find_spec("vllm") else "vllm"
+    assert len(err) == 1 and expected in err[0].lower(), err

@@ -18,7 +18,7 @@ caching) and run to the end, in one process, in this order:
     size and KV budget), built after the first is shut down. Without a logits processor
     the gold cannot be teacher-forced: each request is plain greedy decoding of exactly
     as many tokens as its gold (``min_tokens = max_tokens``), so the work per edit matches
-    ``regen``, but the drafts' acceptance is the random-weight model's, not an editor's.
+    ``regen``, but the drafts' acceptance is that of the model's own text, not the gold's.
 ``ngram-gold`` (a replay, not a run)
     What n-gram speculation would do if the model typed the gold: vLLM's own
     ``NgramProposer`` drafts on the prompt plus the gold so far, greedy verification keeps
@@ -27,8 +27,9 @@ caching) and run to the end, in one process, in this order:
     step seconds against scheduled tokens; the median step if noise makes the slope
     negative), after that run's measured prefill phase.
 
-The prefix cache is emptied before each run. Weights are random: speed does not depend
-on them; exact match checks the mechanics.
+The prefix cache is emptied before each run. The model folder may hold random weights
+(speed does not depend on them) or real ones; every run forces or replays the gold, so
+exact match checks the mechanics, not the model's choice.
 """
 
 from __future__ import annotations
@@ -37,13 +38,14 @@ import dataclasses
 import gc
 import os
 import statistics
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..training.corpus import Case, load_corpus
-from ..errors import InputError
+from ..errors import CaDError, InputError
 from ..language.syntax import split_lines
 from ..language.oracle import oracle_program
 from ..language.program import render
@@ -559,7 +561,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="cad-outlines bench serve", description=__doc__.split("\n")[0])
     add_arguments(parser)
-    return run_from_args(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    try:
+        return run_from_args(args)
+    except CaDError as err:
+        # One line, as `cad-outlines` prints it: a bad model folder, a missing plot library.
+        print(f"cad-outlines bench serve: {err}", file=sys.stderr)
+        return err.exit_status
 
 
 if __name__ == "__main__":  # vLLM may spawn workers that re-import the main module

@@ -32,15 +32,16 @@ def format_serve(record: dict[str, Any]) -> str:
         ("exact match", "{}", "exact_match"),
     ]
     edits = record["config"]["edits"]
-    lines = [f"| {edits} concurrent edits | regen | n-gram spec. (random model) | "
-             "n-gram spec. on gold (replay, priced) | cad |", "|---|---:|---:|---:|---:|"]
+    spec = _ngram_setting(record["config"])
+    lines = [f"| {edits} concurrent edits | regen | n-gram spec. {spec} (the model's own text) | "
+             f"n-gram spec. {spec} on gold (replay, priced) | cad |", "|---|---:|---:|---:|---:|"]
     for label, fmt, key in rows:
         cells = [fmt.format(run[key]) if run.get(key) is not None else "-" for run in (regen, ngram, gold, cad)]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines.append("")
     speed = cad["gold_tokens_per_second"]
     lines.append(f"CaD gold-token throughput: {speed / regen['gold_tokens_per_second']:.2f}x regeneration, "
-                 f"{speed / ngram['gold_tokens_per_second']:.2f}x n-gram speculation (random model), "
+                 f"{speed / ngram['gold_tokens_per_second']:.2f}x n-gram speculation {spec} (the model's own text), "
                  f"{speed / gold['gold_tokens_per_second']:.2f}x n-gram speculation replayed on the gold; "
                  f"p50 latency {cad['latency_p50']:.1f} s vs {regen['latency_p50']:.1f} / "
                  f"{ngram['latency_p50']:.1f} / {gold['latency_p50']:.1f} s.")
@@ -75,11 +76,17 @@ def format_serve(record: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _ngram_setting(config: dict[str, Any]) -> str:
+    """vLLM's n-gram settings of a run, as the tables name them (``k=8 n=2-4``)."""
+    return f"k={config.get('ngram_k')} n={config.get('ngram_min')}-{config.get('ngram_max')}"
+
+
 def plot_serve(record: dict[str, Any], path: str) -> None:
     """Gold-token throughput and p50/p95 latency per edit, one bar group per run."""
     plt = _common.pyplot()
     runs = record["runs"]
-    labels = ["regen", "n-gram spec.\n(random model)", "n-gram spec.\non gold (replay)", "CaD"]
+    spec = _ngram_setting(record["config"])
+    labels = ["regen", f"n-gram\n{spec}\n(own text)", f"n-gram\n{spec}\n(gold, replay)", "CaD"]
     colors = ["tab:grey", "tab:blue", "lightsteelblue", "tab:red"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
     speeds = [runs[name]["gold_tokens_per_second"] for name in RUNS]
@@ -95,8 +102,8 @@ def plot_serve(record: dict[str, Any], path: str) -> None:
     right.set_ylabel("latency per edit, s")
     right.legend(fontsize=7)
     env = record["environment"]
-    fig.suptitle(f"{record['config']['edits']} concurrent edits, {record['config']['model'].rstrip('/').split('/')[-1]} "
-                 f"(random weights), vLLM {env.get('vllm')}, {env.get('cpus')} CPUs, {env.get('date_utc')} UTC "
+    fig.suptitle(f"{record['config']['edits']} concurrent edits, {record['config']['model'].rstrip('/').split('/')[-1]}, "
+                 f"vLLM {env.get('vllm')}, {env.get('cpus')} CPUs, {env.get('date_utc')} UTC "
                  "(hatched: replay, not a run)", fontsize=8)
     fig.tight_layout()
     _common.save_figure(fig, path)

@@ -41,11 +41,13 @@ import os
 import time
 from typing import Any, Literal, Sequence
 
+from ..errors import MissingDependencyError
+
 try:
     from vllm import LLM, SamplingParams
     from vllm.v1.engine.async_llm import AsyncLLM
 except ImportError as err:  # pragma: no cover - depends on the environment
-    raise ImportError(
+    raise MissingDependencyError(
         "cad_outlines.engines.vllm needs vLLM; install it with "
         "`pip install 'cad-outlines[vllm]'` (CPU: see scripts/vllm_venv.sh)") from err
 
