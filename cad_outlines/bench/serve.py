@@ -4,7 +4,8 @@ N edits of a corpus are submitted at once to a vLLM engine (continuous batching,
 caching) and run to the end, in one process, in this order:
 
 ``regen``
-    Full regeneration: each edit's gold document teacher-forced after the CaD prompt,
+    Full regeneration: each edit's gold document teacher-forced after the plain prompt
+    (the instruction and the file as it is, no line numbers; ``ngram`` uses it too),
     one request per edit, one decode step per gold token
     (:meth:`~cad_outlines.engines.vllm.VLLMEditor.regenerate_many`).
 ``cad``
@@ -188,7 +189,9 @@ def run_serve(cfg: ServeConfig) -> dict[str, Any]:
     editor = cad_vllm.VLLMEditor(llm, max_new_tokens=cfg.max_model_len)
     adapter = editor.adapter
     golds = [adapter.encode(c.gold) for c in cases]
-    prompts = [adapter.prompt_ids(doc, instruction) for doc, instruction in edits]
+    # n-gram speculation gets regeneration's plain prompt (the file as it is): in the
+    # numbered CaD prompt every match would stop at the next line's number.
+    prompts = [adapter.plain_prompt_ids(doc, instruction, editor.prompt_style) for doc, instruction in edits]
     # Warm-up (not timed): the first requests pay one-off costs (grammar and kernel set-up).
     editor.run_many(edits[:1], force_programs=programs[:1], progress=False)
     editor.regenerate_many(edits[:1], targets=[cases[0].gold], progress=False)
