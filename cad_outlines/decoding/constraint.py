@@ -189,7 +189,11 @@ class CopyIndices:
     def exhausted(self) -> bool:
         """No copy can start any more (every start is below :attr:`floor`, or the budget
         is spent)."""
-        return (self.budget is not None and self.budget < 1) or not self._any(self._starts, self.floor, self._last_end)
+        return self._spent or not self._any(self._starts, self.floor, self._last_end)
+
+    @property
+    def _spent(self) -> bool:
+        return self.budget is not None and self.budget < 1
 
     def _end_cap(self, start: int) -> int:
         """The last end a copy from ``start`` may take within the budget: the budget's
@@ -207,7 +211,7 @@ class CopyIndices:
 
         ``closes``: the number ends right after ``digits``.
         """
-        if self.budget is not None and self.budget < 1:
+        if self._spent:
             return False
         return any(self._any(self._starts, a, b)
                    for a, b in _extensions(digits, closes, self.floor, self._last_end))
