@@ -59,3 +59,25 @@ def test_sampled_programs_of_the_prompted_model_keep_every_guarantee(real_qwen):
             assert check_result(result, gen) == [], (case.id, seed, result.program)
             copies = [op for op in result.ops if isinstance(op, Copy)]
             assert all(b.start > a.end for a, b in zip(copies, copies[1:]))
+
+
+FINE_TUNED = "qwen2.5-coder-0.5b"
+
+
+def test_the_fine_tuned_preset_loads_its_adapter_and_prompt_style(real_qwen):
+    model = real_qwen(FINE_TUNED)
+    assert model.model.config.cad_prompt_style == "compact"
+    assert CaDGenerator(model, "x = 1\n").prompt_style == "compact"
+
+
+def test_the_fine_tuned_model_writes_its_own_programs_on_unseen_whole_files(real_qwen):
+    model = real_qwen(FINE_TUNED)
+    cases = [c for c in load_eval_cases("v2") if c.meta.get("subset") == "whole_le50"][:2]
+    exact = 0
+    for case in cases:
+        gen = cad(model, case.doc, max_new_tokens=512)
+        result = gen.run(case.meta["instruction"])
+        assert check_result(result, gen) == [], (case.id, result.program)
+        exact += result.document == case.gold
+    # Both exact in the first v2 run (docs/learn.md); the prompted base model writes neither.
+    assert exact >= 1, [c.id for c in cases]

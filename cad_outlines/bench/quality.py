@@ -72,7 +72,8 @@ CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "regen_pld10": ("smollm2-135m-regen", "pld", {"k": 10, "n": 2}),
     "regen_pld20": ("smollm2-135m-regen", "pld", {"k": 20, "n": 3}),
     # Qwen2.5-Coder-0.5B-Instruct (real weights, docs/models.md): the released model
-    # prompted; the fine-tuned presets join when their adapters ship.
+    # prompted, and fine-tuned on the v2 mix (CaD; the regeneration twin is not trained yet).
+    "qwen_cad": ("qwen2.5-coder-0.5b", "cad", {}),
     "qwen_base_cad": ("qwen2.5-coder-0.5b-base", "cad", {}),
     "qwen_base_guarded": ("qwen2.5-coder-0.5b-base", "cad", {"monotone_copies": True, "max_gen_tokens": 96}),
     "qwen_base_regen": ("qwen2.5-coder-0.5b-base", "regen", {}),

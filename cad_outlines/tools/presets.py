@@ -135,6 +135,9 @@ REAL_PRESETS: dict[str, RealPreset] = {p.name: p for p in [
                summary="SmolLM2-135M-Instruct, real weights, fine-tuned to regenerate (the baseline)"),
     RealPreset("smollm2-135m-base", **_SMOL, adapter=None,
                summary="SmolLM2-135M-Instruct, real weights as released (not fine-tuned)"),
+    RealPreset("qwen2.5-coder-0.5b", **_split(_QWEN05), adapter="qwen2.5-coder-0.5b-cad",
+               summary="Qwen2.5-Coder-0.5B-Instruct, real weights, fine-tuned on the v2 mix (whole "
+                       "files, own phrasings, lazy snippets) to write CaD programs from the compact prompt"),
     RealPreset("qwen2.5-coder-0.5b-base", **_split(_QWEN05), adapter=None,
                summary="Qwen2.5-Coder-0.5B-Instruct, real weights as released (Q4_K_M, dequantized)"),
     RealPreset("qwen2.5-coder-1.5b-base", **_split(_QWEN15), adapter=None,
