@@ -80,5 +80,14 @@ def test_the_fine_tuned_model_writes_its_own_programs_on_unseen_whole_files(real
         result = gen.run(case.meta["instruction"])
         assert check_result(result, gen) == [], (case.id, result.program)
         exact += result.document == case.gold
-    # Both exact in the first v2 run (docs/learn.md); the prompted base model writes neither.
+    # Both were exact in the first v2 run (docs/learn.md).
     assert exact >= 1, [c.id for c in cases]
+
+
+def test_sampled_programs_of_the_fine_tuned_model_keep_every_guarantee(real_qwen):
+    model = real_qwen(FINE_TUNED)
+    case = [c for c in load_eval_cases("v2") if c.meta.get("subset") == "held_out_phrasings"][0]
+    for seed in (0, 1):
+        gen = cad(model, case.doc, temperature=1.0, seed=seed, max_new_tokens=128)
+        result = gen.run(case.meta["instruction"])
+        assert check_result(result, gen) == [], (case.id, seed, result.program)
