@@ -37,3 +37,30 @@ def test_the_curriculum_keeps_long_rows_out_of_the_first_third():
     assert sorted(out) == order  # every row once
     assert all(lengths[i] <= 1000 for i in out[:3])
     assert curriculum(order, lengths, 1000, 3) == out  # seeded
+
+
+
+def test_a_curriculum_run_resumes_with_more_steps(tmp_path):
+    """The curriculum's early share follows the steps the run started with: asking a
+    stopped or finished run for more steps continues it on the same order of rows."""
+    import json
+    import random
+
+    from cad_outlines.bench.quality import load_eval_cases
+    from cad_outlines.training.train import TrainConfig, rows_for, train
+
+    cases = load_eval_cases()[:8]
+    lengths = [len(ids) for ids, _ in rows_for(cases, build("tiny-qwen")[1], "cad", 4096)[0]]
+    median = sorted(lengths)[len(lengths) // 2]
+    order = list(range(len(lengths)))
+    random.Random(0).shuffle(order)
+    # the precondition that makes this test bite: a third of 3 steps and a third of 12
+    # give different orders of these rows
+    assert curriculum(order, lengths, median, 1) != curriculum(order, lengths, median, 4)
+    cfg = TrainConfig(base="tiny-qwen", steps=3, checkpoint_every=1, max_tokens=4096, long_tokens=median)
+    train(cases, cfg, tmp_path)
+    cfg.steps = 12
+    record = train(cases, cfg, tmp_path)
+    steps = [json.loads(line)["step"] for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, 13))
+    assert record["order_steps"] == 3 and record["config"]["steps"] == 12

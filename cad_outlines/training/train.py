@@ -194,22 +194,25 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
     rows, dropped = rows_for(cases, tokenizer, cfg.layout, cfg.max_tokens, cfg.prompt_style)
     if not rows:
         raise InputError("no training row fits --max-tokens")
+    checkpoint = out / "checkpoint"
+    state = torch.load(checkpoint / "state.pt", weights_only=False) if (checkpoint / "state.pt").is_file() else None
+    # The curriculum's early share is a third of the steps the run was *started* with, so
+    # a run resumed with more steps keeps the order (and the rows' digest) it began with.
+    order_steps = cfg.steps if state is None else state.get("order_steps", state["config"]["steps"])
     order = list(range(len(rows)))
     random.Random(cfg.seed).shuffle(order)
     if cfg.long_tokens:
-        order = curriculum(order, [len(ids) for ids, _ in rows], cfg.long_tokens, cfg.steps * cfg.batch_size // 3)
+        order = curriculum(order, [len(ids) for ids, _ in rows], cfg.long_tokens, order_steps * cfg.batch_size // 3)
     model = _lora(model, cfg)
     model.train()
     opt, sched = optimizer(model, cfg.lr, cfg.steps, floor=0.1)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    checkpoint = out / "checkpoint"
     step, losses = 0, []
     data = _rows_digest(rows, order)
-    if (checkpoint / "state.pt").is_file():
+    if state is not None:
         from peft import set_peft_model_state_dict
         from safetensors.torch import load_file
 
-        state = torch.load(checkpoint / "state.pt", weights_only=False)
         # more steps (a longer run) and other thread counts resume; anything else would
         # silently train a different recipe
         kept = {k: v for k, v in state.get("config", {}).items() if k not in ("threads", "steps")}
@@ -244,11 +247,12 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
                 _save_adapter(model, checkpoint / "adapter", half=False)
                 staging = checkpoint / "state.pt.tmp"
                 torch.save({"opt": opt.state_dict(), "sched": sched.state_dict(), "step": step,
-                            "losses": losses, "config": asdict(cfg), "data": data}, staging)
+                            "losses": losses, "config": asdict(cfg), "data": data,
+                            "order_steps": order_steps}, staging)
                 staging.replace(checkpoint / "state.pt")
     _save_adapter(model, out / "adapter")
     window = max(1, len(losses) // 10)
-    record = {"config": asdict(cfg), "rows": len(rows), "data_sha256": data, "dropped_over_max_tokens": dropped,
+    record = {"config": asdict(cfg), "order_steps": order_steps, "rows": len(rows), "data_sha256": data, "dropped_over_max_tokens": dropped,
               "row_tokens_mean": round(sum(len(r[0]) for r in rows) / len(rows), 1),
               "loss_first_10pct": round(sum(losses[:window]) / window, 4),
               "loss_last_10pct": round(sum(losses[-window:]) / window, 4),
