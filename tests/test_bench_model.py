@@ -214,6 +214,12 @@ def test_e2e_pools_six_runs_on_tiny_qwen(tiny_model):
     gap = pooled["gap"]
     assert gap["extra_decode_steps"] == gap["decoded_tokens"] - pooled["T_gen"]
     assert gap["nodraft_forward_passes"] == gap["forward_passes"] + gap["forwards_saved"]
+    # where the forwards went: each splice rode a forward; prefill, splices, index digits
+    # and gen text never add up to more than all of them
+    assert gap["operations"] == sum(c["runs"]["cad"]["operations"] for c in report["cases"]) > 0
+    assert gap["splice_forwards"] == gap["splices"]
+    assert 2 + gap["splice_forwards"] + gap["index_forwards"] + gap["body_forwards"] <= gap["forward_passes"]
+    assert "forwards per operation" in format_e2e(report) and "forwards per 128 tokens" in format_e2e(report)
     assert report["kernel"]["prefix"] == 32 and report["kernel"]["n"] == [1, 2, 3, 4, 5, 6, 7, 8]
     # the curve read as measured runs beside the calibrated one, with the same output
     assert all(c["runs"]["cad_fixedcost"]["exact"] for c in report["cases"])

@@ -75,6 +75,29 @@ def test_body_forwards_count_only_forwards_after_gen_text(tiny_model):
     assert 5 <= edited.stats.body_forwards < edited.stats.forward_passes
 
 
+def test_forwards_are_counted_by_what_they_followed(tiny_model):
+    """Splices, copy-index tokens and gen text each count the forwards that followed them;
+    the prefill and the forwards after other tags are the rest."""
+    model = tiny_model(FAMILY_PRESETS[0])
+    doc = "".join(f"row_{k} = {k}\n" for k in range(120))
+    ops = [Copy(1, 30), Gen("\nrow_30 = 'thirty'\n"), Copy(32, 77), Copy(79, 121)]
+    for switches in ({"draft_tags": False}, {}):
+        result, calls, _ = _run(model, doc, ops, **switches)
+        st = result.stats
+        assert result.document is not None and calls == st.forward_passes
+        assert st.splice_forwards == st.splices == 3  # each copy's span rides a forward of its own
+        assert st.body_forwards >= 1
+        other = st.forward_passes - 1 - st.splice_forwards - st.index_forwards - st.body_forwards
+        assert other >= 0
+        if switches.get("draft_tags", True):  # drafted: the last copy's end (121) is the drafted last line
+            assert st.index_forwards < plain.index_forwards
+        else:
+            plain = st
+            # the end digits of 30, 77 and 121 and the start digits of 32, 79 and 121 are chosen
+            # one token at a time (Qwen's digits are single tokens; closes and splices excepted)
+            assert st.index_forwards >= 6
+
+
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
 def test_logits_and_cache_after_rejected_drafts_match(preset, monkeypatch, tiny_model):
     """Every step's logits, rejected drafts included, equal those of a run without drafts."""

@@ -286,6 +286,7 @@ def _cad_run(model: Any, case: Case, instruction: str, ops: list, budget: int,
     stats = {**asdict(result.stats), **cpu}
     stats["gen_seconds"] = result.stats.total_seconds - result.stats.prefill_seconds
     stats["exact"] = result.document == case.gold
+    stats["operations"] = len(ops)
     return stats
 
 
@@ -514,6 +515,7 @@ def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any,
     realized = speedup("cad")
     cad = sums("cad", ("decoded_tokens", "forced_tokens", "copied_tokens", "splices", "forward_passes",
                        "draft_tokens", "draft_accepted", "forwards_saved", "constraint_seconds",
+                       "body_forwards", "index_forwards", "splice_forwards", "operations",
                        "draft_seconds", "forward_seconds", "splice_seconds", "gen_seconds"))
     tau = costs.tau
     ideal_splice = tau * sum(n / curve(n) for n in spans)
@@ -539,6 +541,11 @@ def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any,
         "draft_tokens": cad["draft_tokens"],
         "draft_accepted": cad["draft_accepted"],
         "forwards_saved": cad["forwards_saved"],
+        # where the forwards went (the prefill is one a case; "other": after tags and markers)
+        "operations": cad["operations"],
+        "body_forwards": cad["body_forwards"],
+        "index_forwards": cad["index_forwards"],
+        "splice_forwards": cad["splice_forwards"],
     }
     if "cad_nodraft" in names:
         nodraft = sums("cad_nodraft", ("forward_passes", "gen_seconds"))

@@ -104,12 +104,12 @@ def format_e2e(report: dict[str, Any], name: str = "") -> str:
               f"| prefill seconds | {pr['cad_prefill_seconds']:.2f} | {pr['plain_prefill_seconds']:.2f} "
               f"| {pr['prefill_ratio']:.2f} |"]
     if p["pld"]:
-        lines += ["", "| PLD | verify forwards | drafted | accepted | tokens per forward |",
-                  "| --- | ---: | ---: | ---: | ---: |"]
+        lines += ["", "| PLD | verify forwards | drafted | accepted | tokens per forward | forwards per 128 tokens |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: |"]
         for run, s in p["pld"].items():
             verify = s["forward_passes"] - p["n"]
             lines.append(f"| k={s['k']}, n={s['n']} | {verify} | {s['draft_tokens']} | {s['draft_accepted']} "
-                         f"| {s['tokens'] / max(1, verify):.2f} |")
+                         f"| {s['tokens'] / max(1, verify):.2f} | {128 * verify / max(1, s['tokens']):.2f} |")
     if p.get("cpu"):
         c = p["cpu"]
         warm = c.get("speedup_prompt_included_warm")
@@ -170,6 +170,13 @@ def format_e2e(report: dict[str, Any], name: str = "") -> str:
         drafting += (f" with drafts vs {g['nodraft_forward_passes']} without (generation phase "
                      f"{g['measured_gen_seconds']:.2f} s vs {g['nodraft_gen_seconds']:.2f} s)")
     lines += ["", drafting]
+    if "operations" in g:  # records from before 2026-12-03 lack the breakdown
+        ops, prefill = g["operations"], p["n"]
+        other = g["forward_passes"] - prefill - g["splice_forwards"] - g["index_forwards"] - g["body_forwards"]
+        lines += ["", f"forwards by what they followed: {prefill} prefill, {g['splice_forwards']} splices, "
+                      f"{g['index_forwards']} copy-tag tokens (index digits), {g['body_forwards']} gen text, "
+                      f"{other} other tags; {ops} operations: {g['forward_passes'] / ops:.2f} forwards per "
+                      f"operation, {(g['forward_passes'] - g['body_forwards']) / ops:.2f} outside gen text"]
     o = p["overhead"]
     lines += ["", "| loop overhead | value |", "| --- | ---: |",
               f"| tau (kernel) | {o['tau_kernel'] * 1e3:.2f} ms |",

@@ -450,6 +450,7 @@ class CaDGenerator(SteerableGenerator):
             new_ops = constraint.advance([token])
             in_body = constrained and constraint.in_gen and not constraint.pending.endswith(
                 syntax.GEN_CLOSE_PREFIXES)
+            in_index = constrained and syntax.COPY_START in constraint.pending
             if forced is not None:
                 forced.consume([token], constraint.piece_bytes(token))
             spliced = False
@@ -495,6 +496,8 @@ class CaDGenerator(SteerableGenerator):
             mark("step")
             stats.forward_passes += 1
             stats.body_forwards += in_body
+            stats.splice_forwards += spliced
+            stats.index_forwards += in_index and not spliced
 
         mark("end")
         if draft is not None:

@@ -64,6 +64,11 @@ class CaDStats:
     #: Forwards that followed a token chosen inside a gen body (new text, not the
     #: program's structure: what no draft of tags and indices can spare).
     body_forwards: int = 0
+    #: Forwards that followed a token chosen inside a copy tag's indices (the digits the
+    #: model picks; a tag that closed and spliced in the same step counts as a splice).
+    index_forwards: int = 0
+    #: Forwards that carried a copy's spliced span.
+    splice_forwards: int = 0
     draft_seconds: float = 0.0
     prefill_seconds: float = 0.0
     total_seconds: float = 0.0
