@@ -63,4 +63,6 @@ def test_a_curriculum_run_resumes_with_more_steps(tmp_path):
     record = train(cases, cfg, tmp_path)
     steps = [json.loads(line)["step"] for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert steps == list(range(1, 13))
+    lrs = [json.loads(line)["lr"] for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert all(0 < lr <= cfg.lr for lr in lrs) and lrs[4] > lrs[-1]  # warm-up, then the longer cosine
     assert record["order_steps"] == 3 and record["config"]["steps"] == 12

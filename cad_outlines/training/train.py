@@ -234,10 +234,12 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
     with open(log_path, "a", encoding="utf-8") as log_file:
         while step < cfg.steps:
             batch = [rows[order[(step * cfg.batch_size + b) % len(rows)]] for b in range(cfg.batch_size)]
+            lr = sched.get_last_lr()[0]  # this step's; logged, since a resumed longer run changes the schedule
             loss = train_step(model, opt, sched, batch, pad, cfg.sparse_logits)
             losses.append(loss)
             step += 1
-            record = {"step": step, "loss": round(loss, 5), "tokens": sum(len(ids) for ids, _ in batch),
+            record = {"step": step, "loss": round(loss, 5), "lr": float(f"{lr:.4g}"),
+                      "tokens": sum(len(ids) for ids, _ in batch),
                       "cpu_s": round(time.process_time() - cpu0, 2)}
             log_file.write(json.dumps(record) + "\n")
             log_file.flush()
