@@ -156,6 +156,10 @@ def _add_edit(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-new-tokens", type=positive, default=DEFAULT_MAX_NEW_TOKENS, metavar="N",
                    help="budget of program tokens (copied tokens are free)")
     add_sampling_args(p)
+    p.add_argument("--follow-prediction", type=float, default=None, metavar="P",
+                   help="with --update: take the snippet's literal merge wherever the model gives "
+                        "its next token at least P (e.g. 0.05); the model overrules it only where "
+                        "it is that sure (default: the merge only drafts, the model chooses)")
     p.add_argument("--forward-cost", metavar="COST.json", default=None,
                    help="the machine's forward cost by width: a `bench kernel` JSON or a saved "
                         "ForwardCost; drafts are cut to what pays for their width (worth it on "
@@ -189,11 +193,13 @@ def _run_edit(args: argparse.Namespace) -> int:
         raise UsageError("--max-model-len and --kv-cache-gib are for --engine vllm")
     if args.kv_cache_gib is not None and not args.kv_cache_gib > 0:
         raise UsageError(f"--kv-cache-gib must be > 0, got {args.kv_cache_gib}")
+    if args.follow_prediction is not None and not 0 < args.follow_prediction <= 1:
+        raise UsageError(f"--follow-prediction must be in (0, 1], got {args.follow_prediction}")
     instruction, update = _edit_instruction(args)
     documents = {name: read_text(name) for name in args.files}  # every file readable first
     options = EditOptions(granularity=args.granularity, max_new_tokens=args.max_new_tokens,
                           temperature=args.temperature, top_p=args.top_p, seed=args.seed,
-                          allow_deletion=args.allow_deletion)
+                          allow_deletion=args.allow_deletion, follow_prediction=args.follow_prediction)
     job = EditJob(documents, instruction, options, engine=args.engine, model=args.model, preset=args.preset,
                   device=args.device, dtype=args.dtype, force_program=args.force_program,
                   forward_cost_file=args.forward_cost,

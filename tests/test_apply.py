@@ -146,3 +146,20 @@ def test_edit_update_drafts_the_snippets_merge(tmp_path, shared_tiny):
     assert [r.result.document for r in runs] == [GOLD, GOLD]
     # the snippet's merge is drafted: the forced program needs fewer forwards with it
     assert runs[1].result.stats.forward_passes < runs[0].result.stats.forward_passes
+
+
+def test_edit_update_can_follow_the_merge(tmp_path, capsys, shared_tiny):
+    """--follow-prediction: the merge is a prior; a floor no allowed token falls under
+    makes even a random-weight model write it; bad values and a missing snippet are one line."""
+    src, snippet, out = tmp_path / "stats.py", tmp_path / "u.py", tmp_path / "out.py"
+    src.write_text(DOC, encoding="utf-8")
+    snippet.write_text(UPDATE, encoding="utf-8")
+    base = ["edit", str(src), "--preset", "tiny-qwen", "-q"]
+    assert main([*base, "--update", str(snippet), "--follow-prediction", "1e-12", "-o", str(out)]) == 0
+    assert out.read_text(encoding="utf-8") == GOLD
+    capsys.readouterr()
+    for value in ("0", "1.5", "nan"):
+        assert main([*base, "--update", str(snippet), "--follow-prediction", value]) == 2
+        assert "--follow-prediction must be in (0, 1]" in capsys.readouterr().err
+    assert main([*base, "--instruction", "x", "--follow-prediction", "0.05"]) == 2
+    assert "--follow-prediction needs --update" in capsys.readouterr().err

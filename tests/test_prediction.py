@@ -57,3 +57,30 @@ def test_apply_predicts_the_literal_merge(tiny_model):
     gen = CaDGenerator(tiny_model("tiny-qwen"), doc)
     assert gen.predicted(update) == doc.replace("x10 = 10\n", "x10 = 100\n")
     assert gen.predicted("# ... existing code ...\nnot in the file\n# ... existing code ...\n") is None
+
+
+def test_follow_prediction_takes_the_predictions_tokens_the_model_does_not_overrule(tiny_model):
+    """With ``follow_prediction`` the prediction is a prior: at a floor no allowed token
+    falls under, a random-weight model writes the prediction's program exactly; at 1.0
+    only tokens the model is certain of are taken, which it would choose anyway."""
+    from cad_outlines.errors import OptionError
+    from cad_outlines.generate import cad
+
+    model = tiny_model("tiny-qwen")
+    case = next(c for c in load_eval_cases("v2") if c.meta["subset"] == "commit_snippets")
+    instruction = case.meta["instruction"]
+    own = CaDGenerator(model, case.doc, max_new_tokens=256).run(instruction, prediction=case.gold)
+    assert own.document != case.gold  # random weights: the model alone does not write it
+    followed = cad(model, case.doc, max_new_tokens=1024, follow_prediction=1e-12).run(
+        instruction, prediction=case.gold)
+    assert followed.document == case.gold and followed.ops == oracle_program(case.doc, case.gold)
+    assert followed.stats.forward_passes < len(oracle_program(case.doc, case.gold)) * 3
+    certain = cad(model, case.doc, max_new_tokens=256, follow_prediction=1.0).run(
+        instruction, prediction=case.gold)
+    assert certain.program == own.program
+    # no prediction: the option changes nothing
+    alone = cad(model, case.doc, max_new_tokens=64, follow_prediction=1e-12).run(instruction)
+    assert alone.program == CaDGenerator(model, case.doc, max_new_tokens=64).run(instruction).program
+    for bad in (0, 1.5, True, "0.1"):
+        with pytest.raises(OptionError, match="follow_prediction"):
+            cad(model, case.doc, follow_prediction=bad)

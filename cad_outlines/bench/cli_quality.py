@@ -171,6 +171,8 @@ def _add_bench_quality(bench: argparse._SubParsersAction) -> None:
                    help="first N eval cases of each subset (the v2 set's templated, whole files, ...)")
     p.add_argument("--sampled-limit", type=positive, default=30, metavar="N",
                    help="first N eval cases for the sampled runs")
+    p.add_argument("--subsets", default=None, metavar="A,B,...",
+                   help="only the cases of these subsets (v2: templated, held_out_phrasings, whole_le50, ...)")
     p.add_argument("--cases", metavar="CASES.jsonl", default=None,
                    help="eval cases (default: the bundled eval split)")
     p.add_argument("--threads", type=positive, default=1, metavar="N", help="torch intra-op threads per process")
@@ -194,6 +196,8 @@ def _run_bench_quality(args: argparse.Namespace) -> int:
                         per_subset=args.per_subset, sampled_limit=args.sampled_limit, threads=args.threads, cad_budget=args.budget)
     if args.configs:
         cfg.configs = name_list("--configs", args.configs, CONFIGS)
+    if args.subsets:
+        cfg.subsets = tuple(name.strip() for name in args.subsets.split(",") if name.strip())
     if args.cases:
         cfg.cases_path = args.cases
     cases = load_eval_cases(args.cases) if args.cases else None

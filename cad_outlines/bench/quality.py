@@ -74,6 +74,9 @@ CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
     # Qwen2.5-Coder-0.5B-Instruct (real weights, docs/models.md): the released model
     # prompted, and fine-tuned on the v2 mix (CaD; the regeneration twin is not trained yet).
     "qwen_cad": ("qwen2.5-coder-0.5b", "cad", {}),
+    # the same, with a snippet's literal merge as a prior the model overrules only where it
+    # gives the merge's token under 5 % (LoopSwitches.follow_prediction; snippet cases only)
+    "qwen_apply": ("qwen2.5-coder-0.5b", "cad", {"follow_prediction": 0.05}),
     "qwen_base_cad": ("qwen2.5-coder-0.5b-base", "cad", {}),
     "qwen_base_guarded": ("qwen2.5-coder-0.5b-base", "cad", {"monotone_copies": True, "max_gen_tokens": 96}),
     "qwen_base_regen": ("qwen2.5-coder-0.5b-base", "regen", {}),
@@ -98,6 +101,7 @@ class QualityConfig:
     temperature: float = 0.7
     limit: int | None = None  # first N cases (greedy)
     per_subset: int | None = None  # first N cases of each subset (before ``limit``)
+    subsets: tuple[str, ...] = ()  # only these subsets (``meta["subset"]``; empty: all)
     sampled_limit: int | None = 30  # first N cases (sampled)
     cad_budget: int = 256
     regen_margin: int = 32
@@ -360,6 +364,13 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
     """
     if cases is None:
         cases = load_eval_cases(cfg.cases_path if cfg.cases_path != QualityConfig.cases_path else None)
+    if cfg.subsets:
+        known = sorted({c.meta["subset"] for c in cases if c.meta.get("subset")})
+        unknown = sorted(set(cfg.subsets) - set(known))
+        if unknown:
+            raise InputError(f"subsets: no eval case is in {', '.join(unknown)} "
+                             f"(the cases' subsets: {', '.join(known) or 'none'})")
+        cases = [c for c in cases if c.meta.get("subset") in cfg.subsets]
     cases = first_of_each_subset(cases, cfg.per_subset) if cfg.per_subset else list(cases)
     cases = cases[:cfg.limit] if cfg.limit else cases
     env = environment()  # recorded before the runs: the code and load they started with

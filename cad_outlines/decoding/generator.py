@@ -44,7 +44,7 @@ from ..language.grammar import Granularity, load_grammar, specialize
 from ..language.program import Op
 from .prompts import Prompt, PromptTemplate, as_messages, style_for, update_prompt
 from .runner import ObservedRunner, Runner, TransformersRunner
-from .sampler import SAMPLING_OPTIONS, Sampler, SamplingOptions
+from .sampler import SAMPLING_OPTIONS, Sampler, SamplingOptions, holds
 from .streaming import DocumentStream
 # Re-exported: the result types and the loop's errors live in .results.
 from .results import (CaDResult, CaDStats, ContextLengthError, ForcedProgramError,  # noqa: F401
@@ -407,6 +407,7 @@ class CaDGenerator(SteerableGenerator):
             draft = PendingDraft(ObservedRunner(self.runner, budget.observe, forward_clock(self.runner))
                                  if budget.calibrates else self.runner, cache, budget)
         drafter = self._drafter(prediction) if draft is not None else None
+        follow = self.loop.follow_prediction if prediction is not None and draft is not None else None
         proposal, kind = self._propose(constraint, stats, len(prompt_ids), draft, drafter) if draft is not None else ([], "tag")
         if progress is not None:
             progress(stats)
@@ -439,6 +440,9 @@ class CaDGenerator(SteerableGenerator):
                     break
                 if token is None or (allowed is not None and not bool(allowed[token])):
                     raise forced_rejected(constraint.text, token)
+            elif follow and (planned := self._planned(draft, drafter, constraint)) is not None \
+                    and holds(logits, allowed, planned, follow):
+                token = planned  # the prediction's token, which the model does not overrule
             else:
                 token = sampler.choose_one(logits, allowed, seen)
             if trace is not None:
@@ -547,6 +551,15 @@ class CaDGenerator(SteerableGenerator):
 
         return Drafter(self.view.lines, "lines", lookup=self.loop.draft_lookup,
                        plan=oracle_program(self.document, prediction))
+
+    def _planned(self, draft: PendingDraft, drafter: Drafter, constraint: ProgramConstraint) -> int | None:
+        """The prediction's next token: the pending draft's first, or (a draft used up)
+        the first of what the plan says next; ``None`` once the program left the plan."""
+        if len(draft):
+            return draft.ids[0] if draft.kind == "plan" else None
+        text = drafter.predict(constraint.pending, constraint.ops)
+        ids = self.adapter.encode(text) if text and drafter.kind == "plan" else []
+        return ids[0] if ids else None
 
     def _propose(self, constraint: ProgramConstraint, stats: CaDStats, width: int,
                  draft: PendingDraft, drafter: Drafter) -> tuple[list[int], DraftKind]:

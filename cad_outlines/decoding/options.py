@@ -75,6 +75,14 @@ class LoopSwitches:
         Opt-in guard: a cap on the tokens of one gen body; a body that reaches it stops
         the run (``stats.stopped_early``, ``stats.stop_reason == "max_gen_tokens"``), so a
         model re-typing the document in a gen ends early instead of spending the budget.
+    follow_prediction
+        Opt-in, with a ``prediction`` (:meth:`~.generator.CaDGenerator.apply`, the
+        server's snippets and predicted outputs): where the predicted program's next token
+        is drafted and holds at least this share of the model's masked distribution
+        (softmax of its allowed logits), take it; elsewhere the model chooses as usual.
+        The prediction then acts as a prior the model overrules only where it puts less
+        than this on it (0.05: where it is confident the prediction is wrong). ``None``:
+        the prediction only drafts (speed, never the output).
     logits_processors
         transformers-style ``(input_ids, scores) -> scores`` processors applied to every
         chosen token's masked scores (``input_ids``: the ids the model has seen), before
@@ -93,6 +101,7 @@ class LoopSwitches:
     monotone_copies: bool = False
     copy_ratio: float | None = COPY_RATIO
     max_gen_tokens: int | None = None
+    follow_prediction: float | None = None
     logits_processors: Sequence[LogitsProcessor] = ()
 
     def __post_init__(self) -> None:
@@ -102,6 +111,9 @@ class LoopSwitches:
         ratio = self.copy_ratio
         if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not ratio > 0):
             raise OptionError(f"copy_ratio must be a number > 0 or None, got {ratio!r}")
+        floor = self.follow_prediction
+        if floor is not None and (isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 < floor <= 1):
+            raise OptionError(f"follow_prediction must be a number in (0, 1] or None, got {floor!r}")
         object.__setattr__(self, "monotone_copies", bool(self.monotone_copies))
         object.__setattr__(self, "logits_processors", tuple(self.logits_processors))
 

@@ -190,6 +190,15 @@ class Sampler:
         return int(self.choose(logits[None], None if allowed is None else allowed[None], ids)[0])
 
 
+def holds(logits: torch.Tensor, allowed: torch.Tensor | None, token: int, share: float) -> bool:
+    """Whether ``token`` is allowed and holds at least ``share`` of the masked distribution
+    (softmax of the allowed ``logits``, one row)."""
+    if allowed is not None and not bool(allowed[token]):
+        return False
+    scores = logits.float() if allowed is None else logits.float().masked_fill(~allowed, float("-inf"))
+    return float(torch.softmax(scores, dim=-1)[token]) >= share
+
+
 def _draw(scores: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One exact draw per row from ``softmax(scores)``.
 

@@ -37,6 +37,7 @@ class EditOptions:
     seed: int = 0
     forward_cost: Any = None  # a ForwardCost (transformers only): drafts cut to what pays
     allow_deletion: bool = False  # accept an edit that leaves under half the lines
+    follow_prediction: float | None = None  # with --update: the merge as a prior (LoopSwitches)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,10 @@ def run_edit(job: EditJob, *, progress: bool = False, status: Status = _quiet) -
                              "cad_outlines.tools.models.save writes one from a preset)")
         if job.forward_cost_file:
             raise InputError(_NO_COST_ON_VLLM)
+        if job.options.follow_prediction is not None:
+            raise InputError("--follow-prediction runs on the transformers engine only")
+    if job.options.follow_prediction is not None and job.update is None:
+        raise InputError("--follow-prediction needs --update (the snippet whose merge it follows)")
     granularity = job.options.granularity
     forced = (check_forced(job.force_program, _read(job.force_program), job.documents, granularity)
               if job.force_program else None)
@@ -210,7 +215,8 @@ def edit_with_transformers(model: Any, documents: dict[str, str], instruction: s
     """Decode each file in turn with :class:`CaDGenerator`; yield each verdict as it is reached.
 
     ``update``: the snippet ``instruction`` was made from; its literal merge into each file
-    is that run's ``prediction`` (drafts only: the program is the model's)."""
+    is that run's ``prediction`` (drafts only, unless ``options.follow_prediction`` makes
+    it a prior the model overrules where it is confident)."""
     from ..decoding.generator import CaDGenerator
     from ..decoding.options import Instrumentation, LoopSwitches
     from ..decoding.progress import DecodeProgress
@@ -225,7 +231,8 @@ def edit_with_transformers(model: Any, documents: dict[str, str], instruction: s
     for name, document in documents.items():
         generator = CaDGenerator(model, document, granularity=options.granularity,
                                  max_new_tokens=options.max_new_tokens, sampling=sampling,
-                                 loop=LoopSwitches(forward_cost=options.forward_cost),
+                                 loop=LoopSwitches(forward_cost=options.forward_cost,
+                                                   follow_prediction=options.follow_prediction),
                                  instrumentation=Instrumentation(runner=runner))
         with DecodeProgress(name, options.max_new_tokens, enabled=progress) as bar:
             try:
