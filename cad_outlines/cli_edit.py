@@ -316,6 +316,9 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
                    help="requests that may wait behind the running one; more get 429")
     p.add_argument("--max-tokens", type=positive, default=2048, metavar="N",
                    help="budget when a request gives no max_tokens (edit: program tokens; chat: new tokens)")
+    p.add_argument("--follow-prediction", type=float, default=None, metavar="P",
+                   help="apply-form messages: take the snippet's literal merge wherever the model "
+                        "gives its next token at least P (as edit --follow-prediction)")
     p.add_argument("--prefix-cache", action="store_true",
                    help="reuse the KV of the prompt prefix an edit shares with the previous one "
                         "(faster; answers then equal a fresh run's only up to float rounding)")
@@ -332,6 +335,10 @@ def _run_serve(args: argparse.Namespace) -> int:
     from cad_outlines.server.main import check_engine, model_id, serve
 
     check_engine(args.engine)
+    if args.follow_prediction is not None and not 0 < args.follow_prediction <= 1:
+        raise UsageError(f"--follow-prediction must be in (0, 1], got {args.follow_prediction}")
+    if args.follow_prediction is not None and args.engine == "vllm":
+        raise UsageError("--follow-prediction runs on the transformers engine only")
     if args.api_key is not None and not args.api_key.strip():
         raise UsageError("--api-key is empty (omit it to serve without a key)")
     if args.engine != "vllm" and (args.max_model_len or args.kv_cache_gib is not None):
@@ -350,4 +357,5 @@ def _run_serve(args: argparse.Namespace) -> int:
     return serve(model, model_id(args.preset, args.model), host=args.host, port=args.port,
                  api_key=args.api_key, max_queue=args.max_queue, max_tokens=args.max_tokens,
                  prefix_cache=args.prefix_cache, engine=args.engine,
-                 engine_args=_vllm_engine_args(args) if args.engine == "vllm" else None)
+                 engine_args=_vllm_engine_args(args) if args.engine == "vllm" else None,
+                 follow_prediction=args.follow_prediction)

@@ -148,6 +148,22 @@ def test_apply_form_message_is_an_edit(tiny_server, tiny_model):
     assert reply.model_extra["cad"]["form"] == "apply"
 
 
+def test_a_server_that_follows_the_merge_answers_it(tmp_path):
+    """serve --follow-prediction: an apply-form snippet's merge is a prior; at a floor no
+    allowed token falls under, even random weights answer the merge."""
+    from cad_outlines.language import snippets
+
+    server = Server(tmp_path, "--preset", "tiny-qwen", "--max-tokens", "200", "--follow-prediction", "1e-12")
+    try:
+        message = f"<code>{DOC}</code>\n<update>{UPDATE}</update>"
+        reply = client(server, key=None).chat.completions.create(
+            model="tiny-qwen", messages=[{"role": "user", "content": message}])
+        assert reply.choices[0].message.content == snippets.merge(DOC, UPDATE) != DOC
+        assert reply.choices[0].finish_reason == "stop"
+    finally:
+        assert server.stop() == 0, server.log.read_text()[-2000:]
+
+
 def test_plain_chat_is_deterministic_and_streams(tiny_server):
     ask = dict(model="tiny-qwen", messages=[{"role": "system", "content": "Be brief."},
                                             {"role": "user", "content": "Say hi"}],

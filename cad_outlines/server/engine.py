@@ -24,7 +24,7 @@ from typing import Any
 
 from ..adapters import get_adapter
 from ..decoding.generator import CaDGenerator, IncompleteProgramError
-from ..decoding.options import Instrumentation
+from ..decoding.options import Instrumentation, LoopSwitches
 from ..decoding.results import ContextLengthError
 from ..decoding.runner import TransformersRunner
 from ..errors import InputError, RequestCancelled
@@ -99,11 +99,16 @@ class Engine:
         (``TransformersRunner(prefix_cache=True)``): faster, but a reused prefix equals a
         fresh prefill only up to float rounding, so an answer may then depend on the
         request before it. Off by default: the same request gives the same answer.
+    follow_prediction
+        For apply-form messages: the snippet's literal merge as a prior the model
+        overrules only where it gives the merge's token less than this
+        (:class:`~cad_outlines.decoding.options.LoopSwitches`). ``None``: it only drafts.
     """
 
     def __init__(self, model: Any, model_id: str, *, max_queue: int = 32, max_tokens: int = 2048,
-                 prefix_cache: bool = False):
+                 prefix_cache: bool = False, follow_prediction: float | None = None):
         self.model, self.model_id = model, model_id
+        self.loop = LoopSwitches(follow_prediction=follow_prediction)  # checked here, before serving
         self.max_queue, self.max_tokens = max_queue, max_tokens
         self.adapter = get_adapter(model.hf_tokenizer)
         self.runner = TransformersRunner(model.model, prefix_cache=prefix_cache)
@@ -151,7 +156,7 @@ class Engine:
         """The generator of ``document``, built once and kept (:data:`GENERATOR_CACHE`)."""
         gen = self._generators.pop(document, None)
         if gen is None:
-            gen = CaDGenerator(self.model, document, max_new_tokens=self.max_tokens,
+            gen = CaDGenerator(self.model, document, max_new_tokens=self.max_tokens, loop=self.loop,
                                instrumentation=Instrumentation(runner=self.runner))
         self._generators[document] = gen
         while len(self._generators) > GENERATOR_CACHE:

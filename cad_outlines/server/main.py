@@ -40,10 +40,11 @@ def bind(host: str, port: int) -> socket.socket:
 def serve(model: Any, name: str, *, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
           max_queue: int = 32, max_tokens: int = 2048, prefix_cache: bool = False,
           announce: Callable[[str], None] | None = None, engine: str = "transformers",
-          engine_args: dict[str, Any] | None = None) -> int:
+          engine_args: dict[str, Any] | None = None, follow_prediction: float | None = None) -> int:
     """Serve ``model`` as ``name`` until SIGTERM or Ctrl-C: an Outlines transformers model
     (``engine="transformers"``), or a model folder run by vLLM (``engine="vllm"``, with
-    ``engine_args`` for its engine).
+    ``engine_args`` for its engine). ``follow_prediction`` (transformers only): apply-form
+    snippets' merges as a prior (:class:`~cad_outlines.server.engine.Engine`).
 
     Prints ``serving NAME at http://HOST:PORT/v1`` on stdout once the socket listens (with
     ``port=0`` that is how a caller learns the port). Returns 0 after a graceful shutdown.
@@ -56,13 +57,16 @@ def serve(model: Any, name: str, *, host: str = "127.0.0.1", port: int = 8000, a
     from .app import create_app
 
     if engine == "vllm":
+        if follow_prediction is not None:
+            raise InputError("--follow-prediction runs on the transformers engine only")
         from .vllm_engine import VLLMEngine
 
         backend: Any = VLLMEngine(model, name, max_queue=max_queue, max_tokens=max_tokens, **(engine_args or {}))
     else:
         from .engine import Engine
 
-        backend = Engine(model, name, max_queue=max_queue, max_tokens=max_tokens, prefix_cache=prefix_cache)
+        backend = Engine(model, name, max_queue=max_queue, max_tokens=max_tokens, prefix_cache=prefix_cache,
+                         follow_prediction=follow_prediction)
     app = create_app(backend, api_key=api_key)
     sock = bind(host, port)
     shown = f"[{host}]" if ":" in host else host
