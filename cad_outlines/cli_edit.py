@@ -337,8 +337,6 @@ def _run_serve(args: argparse.Namespace) -> int:
     check_engine(args.engine)
     if args.follow_prediction is not None and not 0 < args.follow_prediction <= 1:
         raise UsageError(f"--follow-prediction must be in (0, 1], got {args.follow_prediction}")
-    if args.follow_prediction is not None and args.engine == "vllm":
-        raise UsageError("--follow-prediction runs on the transformers engine only")
     if args.api_key is not None and not args.api_key.strip():
         raise UsageError("--api-key is empty (omit it to serve without a key)")
     if args.engine != "vllm" and (args.max_model_len or args.kv_cache_gib is not None):
