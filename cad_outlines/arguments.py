@@ -125,8 +125,8 @@ def int_range(low: int, high: int | None = None) -> Callable[[str], int]:
     return check
 
 
-def top_p(value: str) -> float:
-    """An argparse type: a number in (0, 1]."""
+def fraction(value: str) -> float:
+    """An argparse type: a number in (0, 1] (``--top-p``, ``--follow-prediction``)."""
     number = float(value)
     if not 0 < number <= 1:  # also rejects nan
         raise argparse.ArgumentTypeError(f"must be in (0, 1], got {value}")
@@ -203,7 +203,7 @@ def add_sampling_args(p: argparse.ArgumentParser) -> None:
     """``--temperature`` (0: greedy), ``--top-p`` and ``--seed``, checked at parse time."""
     p.add_argument("--temperature", type=temperature, default=0.0, metavar="T",
                    help="0 is greedy; otherwise sample")
-    p.add_argument("--top-p", type=top_p, default=1.0, metavar="P", help="nucleus sampling mass")
+    p.add_argument("--top-p", type=fraction, default=1.0, metavar="P", help="nucleus sampling mass")
     p.add_argument("--seed", type=seed, default=0, help="sampling seed, an integer in [0, 2**63)")
 
 

@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from cad_outlines.arguments import (CommandTable, int_range, HelpFormatter, UsageError, add_device_args, add_model_source,
-                                    add_sampling_args, add_verbosity, positive, read_input, write_stdout)
+                                    add_sampling_args, add_verbosity, fraction, positive, read_input, write_stdout)
 from cad_outlines.arguments import status as _status
 from cad_outlines.decoding.defaults import DEFAULT_MAX_NEW_TOKENS
 from cad_outlines.errors import EXIT_MODEL, EXIT_OK
@@ -156,7 +156,7 @@ def _add_edit(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-new-tokens", type=positive, default=DEFAULT_MAX_NEW_TOKENS, metavar="N",
                    help="budget of program tokens (copied tokens are free)")
     add_sampling_args(p)
-    p.add_argument("--follow-prediction", type=float, default=None, metavar="P",
+    p.add_argument("--follow-prediction", type=fraction, default=None, metavar="P",
                    help="with --update: take the snippet's literal merge wherever the model gives "
                         "its next token at least P (e.g. 0.05); the model overrules it only where "
                         "it is that sure (default: the merge only drafts, the model chooses)")
@@ -193,8 +193,6 @@ def _run_edit(args: argparse.Namespace) -> int:
         raise UsageError("--max-model-len and --kv-cache-gib are for --engine vllm")
     if args.kv_cache_gib is not None and not args.kv_cache_gib > 0:
         raise UsageError(f"--kv-cache-gib must be > 0, got {args.kv_cache_gib}")
-    if args.follow_prediction is not None and not 0 < args.follow_prediction <= 1:
-        raise UsageError(f"--follow-prediction must be in (0, 1], got {args.follow_prediction}")
     instruction, update = _edit_instruction(args)
     documents = {name: read_text(name) for name in args.files}  # every file readable first
     options = EditOptions(granularity=args.granularity, max_new_tokens=args.max_new_tokens,
@@ -316,7 +314,7 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
                    help="requests that may wait behind the running one; more get 429")
     p.add_argument("--max-tokens", type=positive, default=2048, metavar="N",
                    help="budget when a request gives no max_tokens (edit: program tokens; chat: new tokens)")
-    p.add_argument("--follow-prediction", type=float, default=None, metavar="P",
+    p.add_argument("--follow-prediction", type=fraction, default=None, metavar="P",
                    help="apply-form messages: take the snippet's literal merge wherever the model "
                         "gives its next token at least P (as edit --follow-prediction)")
     p.add_argument("--prefix-cache", action="store_true",
@@ -335,8 +333,6 @@ def _run_serve(args: argparse.Namespace) -> int:
     from cad_outlines.server.main import check_engine, model_id, serve
 
     check_engine(args.engine)
-    if args.follow_prediction is not None and not 0 < args.follow_prediction <= 1:
-        raise UsageError(f"--follow-prediction must be in (0, 1], got {args.follow_prediction}")
     if args.api_key is not None and not args.api_key.strip():
         raise UsageError("--api-key is empty (omit it to serve without a key)")
     if args.engine != "vllm" and (args.max_model_len or args.kv_cache_gib is not None):

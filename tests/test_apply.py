@@ -159,7 +159,10 @@ def test_edit_update_can_follow_the_merge(tmp_path, capsys, shared_tiny):
     assert out.read_text(encoding="utf-8") == GOLD
     capsys.readouterr()
     for value in ("0", "1.5", "nan"):
-        assert main([*base, "--update", str(snippet), "--follow-prediction", value]) == 2
-        assert "--follow-prediction must be in (0, 1]" in capsys.readouterr().err
+        with pytest.raises(SystemExit) as exit_info:  # argparse's one usage error
+            main([*base, "--update", str(snippet), "--follow-prediction", value])
+        assert exit_info.value.code == 2
+        assert capsys.readouterr().err.splitlines()[-1].endswith(
+            f"argument --follow-prediction: must be in (0, 1], got {value}")
     assert main([*base, "--instruction", "x", "--follow-prediction", "0.05"]) == 2
     assert "--follow-prediction needs --update" in capsys.readouterr().err

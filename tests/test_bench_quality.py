@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from cad_outlines.bench.quality import (CONFIGS, DEFAULT_CONFIGS, QualityConfig, dropped_tail,
+import re
+
+import pytest
+
+from cad_outlines.bench.quality import (CONFIGS, DEFAULT_CONFIGS, QualityConfig, config_of, dropped_tail,
                                         first_of_each_subset, format_table, load_eval_cases, run)
 from cad_outlines.language.program import Copy, Gen
 from cad_outlines.training.corpus import Case
@@ -74,3 +78,18 @@ def test_v2_reports_by_subset(tiny_model):
     assert set(by) == {"templated", "commit_snippets"} and all(a["n"] == 1 for a in by.values())
     table = format_table(report)
     assert "By subset" in table and "| configuration | commit_snippets | templated |" in table
+
+
+def test_a_floor_sweep_runs_side_by_side(tiny_model):
+    """``qwen_apply@P`` rows: the floor is set per row; a floor below every token makes
+    even random weights write the snippet's merge; a bad name is refused, naming why."""
+    case = next(c for c in load_eval_cases("v2") if c.meta["subset"] == "commit_snippets")
+    cfg = QualityConfig(configs=("qwen_apply@1e-12", "qwen_apply@1"), sampled=(), cad_budget=256)
+    report = run(cfg, cases=[case], loader=lambda preset: tiny_model("tiny-qwen"))
+    by = {r["config"]: r for r in report["records"]}
+    assert by["qwen_apply@1e-12"]["exact"] and not by["qwen_apply@1"]["exact"]
+    assert config_of("qwen_apply@0.01")[2]["follow_prediction"] == 0.01
+    for name, why in (("nope@0.1", "unknown"), ("qwen_cad@0.1", "no follow_prediction"),
+                      ("qwen_apply@x", "not a number"), ("qwen_apply@0", "(0, 1]")):
+        with pytest.raises(KeyError, match=re.escape(why)):
+            config_of(name)

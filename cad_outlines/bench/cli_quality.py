@@ -162,7 +162,8 @@ def _add_bench_quality(bench: argparse._SubParsersAction) -> None:
                     "run: exact match, complete, valid, copies in range, forwards and process CPU "
                     "seconds per edit, by edit kind and corpus; greedy, and sampled for some "
                     "configurations. See docs/learn.md. Configurations: " + ", ".join(CONFIGS) + ".")
-    p.add_argument("--configs", default=None, metavar="A,B,...", help="configurations to run (default: all but the regen_pld rows)")
+    p.add_argument("--configs", default=None, metavar="A,B,...", help="configurations to run (default: all but the regen_pld rows); NAME@P sets the "
+                   "follow_prediction floor of NAME (qwen_apply@0.01)")
     p.add_argument("--sampled", default="cad,regen", metavar="A,B,...",
                    help="configurations also sampled (temperature 0.7, --seeds); '' for none")
     p.add_argument("--seeds", default="0,1,2", metavar="S1,S2,...", help="seeds of the sampled runs")
@@ -185,7 +186,7 @@ def _add_bench_quality(bench: argparse._SubParsersAction) -> None:
 
 
 def _run_bench_quality(args: argparse.Namespace) -> int:
-    from cad_outlines.bench.quality import CONFIGS, QualityConfig, format_table, load_eval_cases, run
+    from cad_outlines.bench.quality import CONFIGS, QualityConfig, config_of, format_table, load_eval_cases, run
     from cad_outlines.files import atomic_write
 
     pld = [n for n in name_list("--sampled", args.sampled, CONFIGS) if CONFIGS[n][1] == "pld"]
@@ -195,7 +196,12 @@ def _run_bench_quality(args: argparse.Namespace) -> int:
                         seeds=int_list("--seeds", args.seeds, minimum=0), limit=args.limit,
                         per_subset=args.per_subset, sampled_limit=args.sampled_limit, threads=args.threads, cad_budget=args.budget)
     if args.configs:
-        cfg.configs = name_list("--configs", args.configs, CONFIGS)
+        cfg.configs = tuple(n.strip() for n in args.configs.split(",") if n.strip())
+        for name in cfg.configs:
+            try:
+                config_of(name)
+            except KeyError as err:
+                raise UsageError(f"--configs: {err.args[0]}; choose from {', '.join(CONFIGS)}") from None
     if args.subsets:
         cfg.subsets = tuple(name.strip() for name in args.subsets.split(",") if name.strip())
     if args.cases:

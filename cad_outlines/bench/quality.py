@@ -57,7 +57,7 @@ from ..decoding.prompts import trained_style
 from ._loop import WarmPrefill, clocked_generator, cpu_run
 from .fuzz import check_result
 
-__all__ = ["CONFIGS", "DEFAULT_CONFIGS", "QualityConfig", "format_table", "load_eval_cases", "run"]
+__all__ = ["CONFIGS", "DEFAULT_CONFIGS", "QualityConfig", "config_of", "format_table", "load_eval_cases", "run"]
 
 #: configuration -> (preset, method, generator options)
 CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
@@ -83,6 +83,30 @@ CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "qwen_base_pld20": ("qwen2.5-coder-0.5b-base", "pld", {"k": 20, "n": 3}),
     "qwen_base_pld128": ("qwen2.5-coder-0.5b-base", "pld", {"k": 128, "n": 7}),
 }
+
+
+def config_of(name: str) -> tuple[str, str, dict[str, Any]]:
+    """``CONFIGS[name]``, or for ``NAME@P`` the configuration ``NAME`` (one with a
+    ``follow_prediction`` floor) with its floor set to ``P``: several floors side by side
+    in one run. Raises ``KeyError`` naming what is wrong."""
+    base, sep, floor = name.partition("@")
+    if base not in CONFIGS:
+        raise KeyError(f"unknown configuration {base!r}")
+    preset, method, options = CONFIGS[base]
+    if not sep:
+        return preset, method, options
+    if "follow_prediction" not in options:
+        raise KeyError(f"{base!r} has no follow_prediction floor to set (NAME@P works for "
+                       + ", ".join(n for n, c in CONFIGS.items() if "follow_prediction" in c[2]) + ")")
+    try:
+        value = float(floor)
+    except ValueError:
+        raise KeyError(f"{name!r}: {floor!r} is not a number") from None
+    if not 0.0 < value <= 1.0:
+        raise KeyError(f"{name!r}: the floor must be in (0, 1]")
+    return preset, method, {**options, "follow_prediction": value}
+
+
 #: Configurations run unless ``--configs`` names others (the PLD rows are opt-in: they
 #: repeat the regeneration to learn the model's own output first).
 DEFAULT_CONFIGS = tuple(name for name in CONFIGS if not name.startswith(("regen_pld", "qwen_")))
@@ -304,7 +328,7 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
     loaded: dict[str, Any] = {}
     records: list[dict[str, Any]] = []
     for name in configs:
-        preset, method, options = CONFIGS[name]
+        preset, method, options = config_of(name)
         if preset not in loaded:
             loaded[preset] = loader(preset)
         model = loaded[preset]
