@@ -25,7 +25,7 @@ import contextlib
 import dataclasses
 import time
 from functools import cached_property
-from typing import Any, Callable, Generator, Iterable, Iterator, Literal, Sequence
+from typing import Any, Generator, Iterator, Literal, Sequence
 
 import torch
 from outlines.generator import SteerableGenerator
@@ -45,7 +45,7 @@ from ..language.program import Op
 from .prompts import Prompt, PromptTemplate, as_messages, style_for, update_prompt
 from .runner import ObservedRunner, Runner, TransformersRunner
 from .sampler import SAMPLING_OPTIONS, Sampler, SamplingOptions, holds
-from .streaming import DocumentStream
+from .streaming import DocumentStream, drain, each_step
 # Re-exported: the result types and the loop's errors live in .results.
 from .results import (CaDResult, CaDStats, ContextLengthError, ForcedProgramError,  # noqa: F401
                       IncompleteProgramError, ProgressCallback, UnsupportedModelError, check_model,
@@ -271,7 +271,7 @@ class CaDGenerator(SteerableGenerator):
         **options
             Any of :data:`CALL_OPTIONS`, for this call only.
         """
-        return _drain(self._decode(prompt, force_program, self._call_options(options), progress=progress,
+        return drain(self._decode(prompt, force_program, self._call_options(options), progress=progress,
                                    prediction=prediction))
 
     def regenerate(self, prompt: Prompt, *, target: str | None = None,
@@ -296,7 +296,7 @@ class CaDGenerator(SteerableGenerator):
             Any of :data:`CALL_OPTIONS`, for this call only.
         """
         check_layout(layout)
-        return _drain(self._decode(prompt, target, self._call_options(options), constrained=False,
+        return drain(self._decode(prompt, target, self._call_options(options), constrained=False,
                                    progress=progress, plain_prompt=layout == "plain"))
 
     def stream(self, prompt: Prompt, *, force_program: str | Sequence[Op] | None = None,  # type: ignore[override]
@@ -343,7 +343,7 @@ class CaDGenerator(SteerableGenerator):
             chunk = writer.feed(ops, constraint.pending)
             return [chunk] if chunk else []
 
-        result = yield from _each(self._decode(prompt, force_program, options, progress=progress,
+        result = yield from each_step(self._decode(prompt, force_program, options, progress=progress,
                                                prediction=prediction), chunks)
         if result.document is None:
             raise IncompleteProgramError(result)
@@ -354,7 +354,7 @@ class CaDGenerator(SteerableGenerator):
 
     def _stream_ops(self, prompt: Prompt, force_program: str | Sequence[Op] | None,
                     options: tuple[int, SamplingOptions]) -> Iterator[Op]:
-        result = yield from _each(self._decode(prompt, force_program, options), lambda ops, _: ops)
+        result = yield from each_step(self._decode(prompt, force_program, options), lambda ops, _: ops)
         if result.document is None:
             raise IncompleteProgramError(result)
 
@@ -576,30 +576,6 @@ class CaDGenerator(SteerableGenerator):
         stats.draft_tokens += len(ids)
         stats.draft_seconds += time.perf_counter() - clock
         return ids, kind
-
-
-def _drain(steps: Generator[Any, None, CaDResult]) -> CaDResult:
-    """Run a decode to its end; its result (the generator's return value)."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as stop:
-            return stop.value
-
-
-def _each(steps: Generator[tuple[list[Op], LoopConstraint], None, CaDResult],
-          items: Callable[[list[Op], LoopConstraint], Iterable[Any]]) -> Generator[Any, None, CaDResult]:
-    """Yield ``items(ops, constraint)`` for every step of a decode; return its result.
-
-    ``result = yield from _each(...)``: a ``yield from`` evaluates to the generator's
-    ``return`` value (a ``for`` loop would drop it).
-    """
-    while True:
-        try:
-            ops, constraint = next(steps)
-        except StopIteration as stop:
-            return stop.value
-        yield from items(ops, constraint)
 
 
 def _unobserved(phase: str) -> None:

@@ -15,12 +15,15 @@ exactly ``resolve(ops, document)``:
 - token programs concatenate bytes: every chunk goes through one incremental UTF-8
   decoder, so a character split between two copies (or a copy and a gen) is emitted
   whole once its last byte arrives.
+
+:func:`drain` and :func:`each_step` run the decode loop's generator for the synchronous
+and the streaming entry points.
 """
 
 from __future__ import annotations
 
 import codecs
-from typing import Sequence
+from typing import Any, Callable, Generator, Iterable, Sequence, TypeVar
 
 from ..language import escape
 from ..language.program import Copy, CopyTokens, Gen, Op
@@ -135,3 +138,30 @@ class DocumentStream:
     def _text(self, text: str) -> str:
         # Token programs: through the decoder, which may hold a copy's unfinished character.
         return text if self._lines is not None else self._decoder.decode(text.encode("utf-8"))
+
+
+R = TypeVar("R")
+
+
+def drain(steps: Generator[Any, None, R]) -> R:
+    """Run a decode to its end; its result (the generator's return value)."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            return stop.value
+
+
+def each_step(steps: Generator[tuple[list[Op], Any], None, R],
+              items: Callable[[list[Op], Any], Iterable[Any]]) -> Generator[Any, None, R]:
+    """Yield ``items(ops, constraint)`` for every step of a decode; return its result.
+
+    ``result = yield from each_step(...)``: a ``yield from`` evaluates to the generator's
+    ``return`` value (a ``for`` loop would drop it).
+    """
+    while True:
+        try:
+            ops, constraint = next(steps)
+        except StopIteration as stop:
+            return stop.value
+        yield from items(ops, constraint)
