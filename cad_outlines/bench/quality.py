@@ -25,7 +25,9 @@ The PLD rows clock transformers' prompt-lookup drafting verified against the reg
 model's own greedy reply (what greedy PLD produces): its output is regeneration's, only
 the forwards differ. Opt-in (``--configs``). A CaD run of a lazy-snippet case (an
 instruction made by :func:`~cad_outlines.language.snippets.update_instruction`) drafts
-from the snippet's literal merge, as ``apply`` does.
+from the snippet's literal merge, as ``apply`` does; a configuration with a
+``follow_prediction`` floor (``qwen_apply``, ``qwen_apply@P``) runs on snippet cases only
+(elsewhere it would repeat its CaD row).
 
 Per run: exact match, complete, valid (a complete program parses and resolves
 strictly), copies in range (``1 <= i <= j <= n``), forwards, process CPU seconds (one
@@ -335,9 +337,12 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
         adapter = get_adapter(model.hf_tokenizer)
         style, plain = trained_style(model.model), method in ("regen", "pld")
         warm = WarmPrefill(model.model, adapter.constant_ids(style=style, plain=plain))
-        runs = [("greedy", {"temperature": 0.0}, cases)]
+        own = cases
+        if "follow_prediction" in options:  # without a snippet to merge it is the CaD row again
+            own = [c for c in cases if update_of(c.meta["instruction"]) is not None]
+        runs = [("greedy", {"temperature": 0.0}, own)]
         if name in cfg.sampled:
-            sample_cases = cases[:cfg.sampled_limit] if cfg.sampled_limit else cases
+            sample_cases = own[:cfg.sampled_limit] if cfg.sampled_limit else own
             runs += [(f"seed{s}", {"temperature": cfg.temperature, "seed": s}, sample_cases) for s in cfg.seeds]
         for label, sampling, subset in runs:
             for case in progress(subset, desc=f"{name} {label}", unit="edit"):
