@@ -25,9 +25,9 @@ PER_SET = 20
 OUT = Path(__file__).resolve().parents[1] / "cad_outlines" / "data" / "eval_v2.jsonl"
 
 
-def _line(subset: str, case) -> str:
+def _line(subset: str, case, case_id: str | None = None) -> str:
     meta = {k: case.meta[k] for k in ("instruction", "kind", "form", "corpus", "file", "lines")}
-    return json.dumps({"id": case.id, "subset": subset, "doc": case.doc, "gold": case.gold, **meta})
+    return json.dumps({"id": case_id or case.id, "subset": subset, "doc": case.doc, "gold": case.gold, **meta})
 
 
 def main(paths: list[str]) -> None:
@@ -41,10 +41,10 @@ def dev(paths: list[str], out: str, n: int) -> None:
     records = load_records(paths)
     taken = {c.meta["file"] for c in eval_sets_v2(records, per_set=PER_SET)["commit_snippets"]}
     buckets, forms, share = EVAL_SETS_V2["commit_snippets"]
+    # every eval-split commit (80 of them), then only those of files the eval subset lacks
     cfg = MixV2Config(seed=0, cases=4 * PER_SET, split="eval", buckets=buckets, forms=forms, commit_share=share)
     cases = [c for c in make_mix_v2(records, cfg, allow_fewer=True) if c.meta["file"] not in taken][:n]
-    atomic_write(out, "".join(_line("dev_snippets", c).replace(f'"id": "{c.id}"', f'"id": "dev_snippets-{i:03d}"', 1) + "\n"
-                              for i, c in enumerate(cases)))
+    atomic_write(out, "".join(_line("dev_snippets", c, f"dev_snippets-{i:03d}") + "\n" for i, c in enumerate(cases)))
     print(f"{out}: {len(cases)} cases from {len({c.meta['file'] for c in cases})} files")
 
 

@@ -51,10 +51,11 @@ from ..language import program as programs
 from ..language.program import Copy
 from ..language.snippets import update_of
 from ..language.syntax import PROGRAM_CLOSE, split_lines
-from ..errors import InputError
+from ..errors import InputError, OptionError
 from ..files import read_text
 from ..training.corpus import Case
 from ._common import environment, progress
+from ..decoding.options import LoopSwitches
 from ..decoding.prompts import trained_style
 from ._loop import WarmPrefill, clocked_generator, cpu_run
 from .fuzz import check_result
@@ -102,10 +103,11 @@ def config_of(name: str) -> tuple[str, str, dict[str, Any]]:
                        + ", ".join(n for n, c in CONFIGS.items() if "follow_prediction" in c[2]) + ")")
     try:
         value = float(floor)
+        LoopSwitches(follow_prediction=value)  # the loop's own check of the floor
+    except OptionError as err:  # before ValueError, which it is
+        raise KeyError(f"{name!r}: {err}") from None
     except ValueError:
         raise KeyError(f"{name!r}: {floor!r} is not a number") from None
-    if not 0.0 < value <= 1.0:
-        raise KeyError(f"{name!r}: the floor must be in (0, 1]")
     return preset, method, {**options, "follow_prediction": value}
 
 

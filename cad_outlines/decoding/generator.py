@@ -272,7 +272,7 @@ class CaDGenerator(SteerableGenerator):
             Any of :data:`CALL_OPTIONS`, for this call only.
         """
         return drain(self._decode(prompt, force_program, self._call_options(options), progress=progress,
-                                   prediction=prediction))
+                                  prediction=prediction))
 
     def regenerate(self, prompt: Prompt, *, target: str | None = None,
                    progress: ProgressCallback | None = None,
@@ -297,7 +297,7 @@ class CaDGenerator(SteerableGenerator):
         """
         check_layout(layout)
         return drain(self._decode(prompt, target, self._call_options(options), constrained=False,
-                                   progress=progress, plain_prompt=layout == "plain"))
+                                  progress=progress, plain_prompt=layout == "plain"))
 
     def stream(self, prompt: Prompt, *, force_program: str | Sequence[Op] | None = None,  # type: ignore[override]
                progress: ProgressCallback | None = None, prediction: str | None = None,
@@ -344,7 +344,7 @@ class CaDGenerator(SteerableGenerator):
             return [chunk] if chunk else []
 
         result = yield from each_step(self._decode(prompt, force_program, options, progress=progress,
-                                               prediction=prediction), chunks)
+                                                   prediction=prediction), chunks)
         if result.document is None:
             raise IncompleteProgramError(result)
         tail = writer.close()
