@@ -189,19 +189,23 @@ def _run_bench_quality(args: argparse.Namespace) -> int:
     from cad_outlines.bench.quality import CONFIGS, QualityConfig, config_of, format_table, load_eval_cases, run
     from cad_outlines.files import atomic_write
 
-    pld = [n for n in name_list("--sampled", args.sampled, CONFIGS) if CONFIGS[n][1] == "pld"]
-    if pld:
-        raise UsageError(f"--sampled: {', '.join(pld)} run greedy only (PLD verifies greedy drafts)")
-    cfg = QualityConfig(sampled=name_list("--sampled", args.sampled, CONFIGS),
-                        seeds=int_list("--seeds", args.seeds, minimum=0), limit=args.limit,
-                        per_subset=args.per_subset, sampled_limit=args.sampled_limit, threads=args.threads, cad_budget=args.budget)
-    if args.configs:
-        cfg.configs = tuple(n.strip() for n in args.configs.split(",") if n.strip())
-        for name in cfg.configs:
+    def names(option: str, text: str) -> tuple[str, ...]:  # CONFIGS names, or NAME@P
+        found = tuple(n.strip() for n in text.split(",") if n.strip())
+        for name in found:
             try:
                 config_of(name)
             except KeyError as err:
-                raise UsageError(f"--configs: {err.args[0]}; choose from {', '.join(CONFIGS)}") from None
+                raise UsageError(f"{option}: {err.args[0]}; choose from {', '.join(CONFIGS)}") from None
+        return found
+
+    sampled = names("--sampled", args.sampled)
+    pld = [n for n in sampled if config_of(n)[1] == "pld"]
+    if pld:
+        raise UsageError(f"--sampled: {', '.join(pld)} run greedy only (PLD verifies greedy drafts)")
+    cfg = QualityConfig(sampled=sampled, seeds=int_list("--seeds", args.seeds, minimum=0), limit=args.limit,
+                        per_subset=args.per_subset, sampled_limit=args.sampled_limit, threads=args.threads, cad_budget=args.budget)
+    if args.configs:
+        cfg.configs = names("--configs", args.configs)
     if args.subsets:
         cfg.subsets = tuple(name.strip() for name in args.subsets.split(",") if name.strip())
     if args.cases:
