@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from cad_outlines.decoding import generator as generator_module
 from cad_outlines.language import escape, program
 from cad_outlines.decoding.drafting import DraftBudget, Drafter, ForwardCost, similarity
-from cad_outlines.decoding.drafting import PendingDraft
+from cad_outlines.decoding.tree import DraftTree, PendingDraft
 from cad_outlines.decoding.generator import CaDGenerator
 from cad_outlines.language.oracle import oracle_program, oracle_tokens
 from cad_outlines.language.program import Copy, CopyTokens, Gen
@@ -208,19 +208,19 @@ def test_draft_verify_keeps_the_matching_prefix_and_crops_the_rest():
     budget = DraftBudget(None)
     draft = PendingDraft(TransformersRunner.__new__(TransformersRunner), cache, budget)  # crop needs no model
     rows = [torch.full((3,), float(k)) for k in range(4)]
-    draft.add([7, 8, 9, 5], rows, "lookup_short")
+    draft.add(DraftTree.chain([7, 8, 9, 5], "lookup_short"), rows)
     rest, after = draft.verify([7])  # fully inside the draft: nothing to forward
     assert rest == [] and after is rows[0] and len(draft) == 3 and cache.length == 14
     rest, after = draft.verify([8, 4, 6])  # 8 kept, 4 differs: crop 9 and 5
     assert rest == [4, 6] and after is rows[1] and len(draft) == 0 and cache.length == 12
     # its fate reached the budget: one draft, first token kept, one more kept, then a miss
     assert budget.counts["lookup_short"] == [a + b for a, b in zip(DraftBudget.PRIOR["lookup_short"], (1, 1, 1, 1))]
-    draft.add([1, 2], rows[:2], "tag")
+    draft.add(DraftTree.chain([1, 2], "tag"), rows[:2])
     cache.length += 2
     rest, after = draft.verify([3])  # rejected at once
     assert rest == [3] and after is None and cache.length == 12
     assert budget.counts["tag"] == [a + b for a, b in zip(DraftBudget.PRIOR["tag"], (1, 0, 0, 0))]
-    draft.add([1], rows[:1], "tag")
+    draft.add(DraftTree.chain([1], "tag"), rows[:1])
     cache.length += 1
     draft.discard()
     assert cache.length == 12 and len(draft) == 0
@@ -550,3 +550,71 @@ def test_an_online_curve_learns_that_width_is_cheap_and_keeps_the_output(tiny_mo
     assert fixed.document == online.document == gold and fixed.program == online.program
     assert online.stats.draft_tokens > fixed.stats.draft_tokens
     assert online.stats.forward_passes < fixed.stats.forward_passes
+
+
+class _TreeRunner:
+    """Records how a pending draft resolves: crops and kept paths."""
+
+    def __init__(self):
+        self.calls = []
+
+    def crop(self, cache, n):
+        self.calls.append(("crop", n))
+
+    def keep_nodes(self, cache, size, path):
+        self.calls.append(("keep", size, list(path)))
+
+
+def test_a_draft_tree_is_walked_and_resolved_to_the_kept_path():
+    rows = [torch.full((3,), float(k)) for k in range(6)]
+    budget = DraftBudget(None)
+    runner = _TreeRunner()
+    draft = PendingDraft(runner, None, budget)
+    tree = DraftTree.chain([7, 8, 9], "tag")  # "7 8 9" drafted, 4 and 5 beside 8
+    tree.add([4, 5], 0)
+    draft.add(tree, rows[:5])
+    rest, after = draft.verify([7])
+    assert rest == [] and after is rows[0] and len(draft) == 4 and not runner.calls
+    rest, after = draft.verify([5])  # the sibling: kept, a leaf, so the tree resolves
+    assert rest == [] and after is rows[4] and len(draft) == 0
+    assert runner.calls == [("keep", 5, [0, 4])]
+    # the chain missed after one token; one of the alternatives was chosen
+    assert budget.counts["tag"] == [a + b for a, b in zip(DraftBudget.PRIOR["tag"], (1, 1, 0, 1))]
+    assert budget.counts["fan"] == [a + b for a, b in zip(DraftBudget.PRIOR["fan"], (1, 1, 0, 0))]
+    fan = DraftTree(kind="fan")
+    fan.add([1, 2, 3], -1)
+    draft.add(fan, rows[:3])
+    rest, after = draft.verify([6, 1])  # no member of the fan: all three dropped
+    assert rest == [6, 1] and after is None and runner.calls[-1] == ("crop", 3)
+    assert draft.next_id() is None
+
+
+def test_digit_alternatives_spare_index_forwards_and_change_nothing(monkeypatch, tiny_model):
+    """A forced whole-file program with trees on and off: the same program and document,
+    every step's logits and the final cache equal, fewer forwards after index digits."""
+    model = tiny_model(FAMILY_PRESETS[0])
+    doc = "".join(f"row_{k} = {k}\n" for k in range(320))
+    ops = [Copy(1, 30), Gen("\nrow_30 = 'thirty'\n"), Copy(32, 177), Gen("\nrow_177 = 'x'\n"),
+           Copy(179, 251), Copy(253, 321)]
+
+    class Recorder:
+        def __init__(self):
+            self.logits = []
+
+        def record(self, logits, allowed, token):
+            self.logits.append(logits.clone())
+
+    monkeypatch.setattr(generator_module, "_new_trace", Recorder)
+    plain, _, plain_cache = _run(model, doc, ops, draft_trees=False, trace_alpha=True)
+    tree, tree_calls, tree_cache = _run(model, doc, ops, trace_alpha=True)
+    assert tree.document == plain.document and tree.program == plain.program and tree.complete
+    assert plain.stats.draft_alternatives == 0 < tree.stats.draft_alternatives
+    assert tree_calls == tree.stats.forward_passes
+    assert tree.stats.index_forwards < plain.stats.index_forwards
+    assert tree.stats.forward_passes < plain.stats.forward_passes
+    assert tree.stats.forward_passes + tree.stats.forwards_saved == tree.stats.decoded_tokens
+    worst = max(torch.max(torch.abs(p - d)).item() for p, d in zip(plain.alpha.logits, tree.alpha.logits))
+    assert len(tree.alpha.logits) == len(plain.alpha.logits) and worst <= 1e-4, worst
+    assert tree_cache.get_seq_length() == plain_cache.get_seq_length()
+    for layer in (0, -1):
+        assert torch.max(torch.abs(plain_cache.layers[layer].keys - tree_cache.layers[layer].keys)).item() <= 1e-4

@@ -104,3 +104,29 @@ def test_the_loop_needs_a_runner_and_dccd_a_batch_runner():
     assert isinstance(observed, Runner)
     with pytest.raises(TypeError, match="not a BatchRunner"):
         observed.forward_tensor(torch.zeros((1, 1), dtype=torch.long), None, 1)
+
+
+def test_a_draft_tree_gives_each_node_its_paths_logits_and_keeps_one_path(tiny_model):
+    """Each node of a tree forward sees only its ancestors: its logits equal a plain
+    forward over its path, and keeping a path leaves the cache a plain forward would."""
+    runner = TransformersRunner(tiny_model("tiny-qwen").model)
+    assert runner.trees
+    prefix, context = [100, 2000, 30000], [400, 5]
+    # a chain 7 -> 8 -> 9 with 11 and 12 beside 8, and 13 beside 7
+    tree, parents = [7, 8, 9, 11, 12, 13], [-1, 0, 1, 0, 0, -1]
+    cache = runner.new_cache()
+    runner.forward(prefix, cache)
+    rows = runner.forward_tree(context, tree, parents, cache)
+    assert rows.shape[0] == 1 + len(tree) and cache.get_seq_length() == 5 + len(tree)
+
+    def path_to(node):
+        return [] if node < 0 else path_to(parents[node]) + [node]
+
+    for node in range(len(tree)):
+        plain = runner.forward(prefix + context + [tree[i] for i in path_to(node)], runner.new_cache())
+        assert torch.allclose(rows[1 + node], plain, atol=1e-4), node
+    assert torch.allclose(rows[0], runner.forward(prefix + context, runner.new_cache()), atol=1e-4)
+    runner.keep_nodes(cache, len(tree), path_to(3))  # 7, then 11 (beside 8)
+    assert cache.get_seq_length() == 7
+    after = runner.forward([21], cache)
+    assert torch.allclose(after, runner.forward(prefix + context + [7, 11, 21], runner.new_cache()), atol=1e-4)

@@ -25,6 +25,10 @@ Every case of the corpus is decoded, with the same model in the same process, si
 ``cad_nodraft``
     The same with ``draft_tags=False``: the straightforward mechanism, one forward per
     decoded token.
+``cad_notrees``
+    ``cad_uncosted`` with ``draft_trees=False``: no digit alternatives in drafts (each
+    index digit after a rejected draft then costs a forward). Like every ablation but
+    ``cad_fixedcost``, drafts whole: compare it with ``cad_uncosted``.
 ``cad_nosplice`` (c)
     The defaults with ``splice=False``.
 ``cad_plain``
@@ -90,9 +94,13 @@ from .pld import PLDSetting, plain_prompt_ids, run_pld
 __all__ = ["E2EConfig", "ForcingProcessor", "build_model", "kernel_config", "report_from_checkpoint",
            "run_e2e", "select_cases"]
 
-RUNS = ("regen", "outlines", "cad", "cad_uncosted", "cad_fixedcost", "cad_nodraft", "cad_nosplice", "cad_plain")
+RUNS = ("regen", "outlines", "cad", "cad_uncosted", "cad_fixedcost", "cad_nodraft", "cad_notrees", "cad_nosplice",
+        "cad_plain")
 #: The runs ``E2EConfig.skip`` may leave out.
-OPTIONAL_RUNS = ("outlines", "cad_uncosted", "cad_fixedcost", "cad_nodraft", "cad_nosplice", "cad_plain")
+#: The counts behind "forwards by what they followed", summed per CaD run.
+FORWARD_KINDS = ("forward_passes", "splice_forwards", "index_forwards", "body_forwards", "operations",
+                 "draft_alternatives")
+OPTIONAL_RUNS = ("outlines", "cad_uncosted", "cad_fixedcost", "cad_nodraft", "cad_notrees", "cad_nosplice", "cad_plain")
 
 
 @dataclass(frozen=True)
@@ -223,7 +231,8 @@ def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs
     if "outlines" not in skip:
         runs["outlines"] = run_outlines(model, case.doc, instruction, program_text, adapter, style)
     runs["cad"] = _cad_run(model, case, instruction, ops, budget, forward_cost=forward_cost, prompt_style=style)
-    ablations = {"cad_uncosted": {}, "cad_nodraft": {"draft_tags": False}, "cad_nosplice": {"splice": False},
+    ablations = {"cad_uncosted": {}, "cad_nodraft": {"draft_tags": False}, "cad_notrees": {"draft_trees": False},
+                 "cad_nosplice": {"splice": False},
                  "cad_plain": {"splice": False, "fast_forward": False, "draft_tags": False}}
     if forward_cost is not None:
         ablations = {"cad_fixedcost": {"forward_cost": replace(forward_cost, online=False)}, **ablations}
@@ -523,6 +532,9 @@ def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any,
                                     if name != "regen"},
         "speedup_with_prefill": {name: speedup(name, "total_seconds") for name in names},
         "forward_passes": {name: total[name]["forward_passes"] for name in names},
+        # where each CaD run's forwards went (records from before 2026-12-03 lack it)
+        "forwards_by_kind": {name: sums(name, FORWARD_KINDS) for name in names
+                             if name.startswith("cad") and all(k in results[0]["runs"][name] for k in FORWARD_KINDS)},
         "seconds": total,
         "prompt": prompt,
         "pld": pld_stats,

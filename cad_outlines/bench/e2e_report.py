@@ -19,6 +19,7 @@ _LABELS = {
     "cad_uncosted": "CaD, drafts whole (library default)",
     "cad_fixedcost": "CaD, drafts cut by the kernel curve read as measured (not calibrated online)",
     "cad_nodraft": "CaD draft_tags=False",
+    "cad_notrees": "CaD, drafts whole, draft_trees=False",
     "cad_nosplice": "CaD splice=False (c)",
     "cad_plain": "CaD splice=False, fast_forward=False",
 }
@@ -64,7 +65,7 @@ def format_e2e(report: dict[str, Any], name: str = "") -> str:
     breakdown, prompt cost, loop overhead."""
     names = list(report["cases"][0]["runs"]) if report["cases"] else []
     short = {"regen": "regen", "outlines": "outlines", "cad": "cad", "cad_uncosted": "uncosted",
-             "cad_fixedcost": "fixed-cost", "cad_nodraft": "no-draft",
+             "cad_fixedcost": "fixed-cost", "cad_nodraft": "no-draft", "cad_notrees": "no-trees",
              "cad_nosplice": "no-splice", "cad_plain": "plain"}
     heads = [short.get(n, n.replace("pld_", "PLD ")) + " s" for n in names]
     lines = ["generation phase seconds per case (prefill excluded)", "",
@@ -177,6 +178,15 @@ def format_e2e(report: dict[str, Any], name: str = "") -> str:
                       f"{g['index_forwards']} copy-tag tokens (index digits), {g['body_forwards']} gen text, "
                       f"{other} other tags; {ops} operations: {g['forward_passes'] / ops:.2f} forwards per "
                       f"operation, {(g['forward_passes'] - g['body_forwards']) / ops:.2f} outside gen text"]
+    kinds = p.get("forwards_by_kind", {})
+    if kinds:
+        lines += ["", "| CaD run | forwards | after index digits | after gen text | splices | "
+                      "per operation outside gen text | digit alternatives drafted |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {_LABELS.get(name, name)} | {k['forward_passes']} | {k['index_forwards']} | "
+                  f"{k['body_forwards']} | {k['splice_forwards']} | "
+                  f"{(k['forward_passes'] - k['body_forwards']) / k['operations']:.2f} | {k['draft_alternatives']} |"
+                  for name, k in kinds.items()]
     o = p["overhead"]
     lines += ["", "| loop overhead | value |", "| --- | ---: |",
               f"| tau (kernel) | {o['tau_kernel'] * 1e3:.2f} ms |",

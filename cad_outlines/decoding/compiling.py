@@ -42,11 +42,14 @@ class TokenTable:
     closers
         Ids of the tokens spelling a piece of a copy tag's close (``"``, ``"/``,
         ``"/>``, ``/``, ``/>``, ``>``), by their bytes.
+    digits
+        Ids of the one-digit tokens, by their digit (a copy index's alternatives, :mod:`.tree`).
     """
 
     vocab_size: int
     crossing: torch.Tensor
     closers: dict[bytes, int]
+    digits: dict[str, int]
 
 
 @dataclass
@@ -82,6 +85,7 @@ def token_table(facts: TokenizerFacts, vocab_size: int) -> TokenTable:
     """
     crossing: list[int] = []
     closers: dict[bytes, int] = {}
+    digits: dict[str, int] = {}
     close = syntax.COPY_CLOSE.encode()
     pieces = {close[i:j] for i in range(len(close)) for j in range(i + 1, len(close) + 1)
               if j == len(close) or i == 0}
@@ -89,10 +93,12 @@ def token_table(facts: TokenizerFacts, vocab_size: int) -> TokenTable:
     for tid, data in enumerate(facts.table[:vocab_size]):
         if data in pieces and tid not in added:
             closers.setdefault(data, tid)
+        if len(data) == 1 and data.isdigit() and tid not in added:
+            digits.setdefault(data.decode(), tid)
         gt = data.find(close[-1:])
         if 0 <= gt < len(data) - 1:
             crossing.append(tid)
-    return TokenTable(vocab_size, torch.tensor(crossing, dtype=torch.long), closers)
+    return TokenTable(vocab_size, torch.tensor(crossing, dtype=torch.long), closers, dict(sorted(digits.items())))
 
 
 def _side(tokenizer: Any, model: Any = None) -> _TokenizerSide:

@@ -48,15 +48,10 @@ from collections import deque
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 import numpy as np
 from rapidfuzz.distance import Indel
-
-if TYPE_CHECKING:  # annotations only: drafting itself never runs the model
-    import torch
-
-    from .runner import Runner
 
 from ..files import atomic_write
 from ..language import escape, program, syntax
@@ -89,8 +84,9 @@ LINE_WINDOW = 8
 #: What a draft was drawn from, for :class:`DraftBudget`'s acceptance counts: the
 #: program's structure (copy tags, ``<gen>``, ``</gen>``) or a gen-body lookup match with
 #: the longest, middle or shortest key of :data:`LOOKUP_KEYS` (longer matches continue
-#: more often), the caller's plan, or a line draft (:meth:`Drafter.line_body`).
-DraftKind = Literal["tag", "lookup_long", "lookup_mid", "lookup_short", "plan", "line"]
+#: more often), the caller's plan, a line draft (:meth:`Drafter.line_body`), or
+#: alternatives: digits drafted side by side at one position (:mod:`.tree`).
+DraftKind = Literal["tag", "lookup_long", "lookup_mid", "lookup_short", "plan", "line", "fan"]
 _LOOKUP_KINDS: tuple[DraftKind, ...] = ("lookup_long", "lookup_mid", "lookup_short")
 
 
@@ -459,11 +455,12 @@ class DraftBudget:
 
     #: (drafts, first tokens accepted, later tokens accepted, later mismatches) before
     #: any evidence: tags are nearly always right (the grammar fixes most of their text),
-    #: lookup continuations less so.
+    #: lookup continuations less so. For ``"fan"`` (a draft's alternatives, siblings or a
+    #: fan), "first token accepted" means one of them was chosen.
     PRIOR: dict[str, tuple[float, float, float, float]] = {
         "tag": (10.0, 9.0, 9.0, 1.0), "lookup_long": (2.0, 1.2, 3.0, 1.0),
         "lookup_mid": (2.0, 1.1, 2.5, 1.0), "lookup_short": (2.0, 1.0, 2.0, 1.0),
-        "plan": (10.0, 9.0, 18.0, 1.0), "line": (2.0, 1.5, 3.0, 1.0)}
+        "plan": (10.0, 9.0, 18.0, 1.0), "line": (2.0, 1.5, 3.0, 1.0), "fan": (4.0, 2.0, 1.0, 1.0)}
 
     #: Timed forwards of each sort (one-token; wider) before :attr:`scale` moves off 1.
     MIN_OBSERVED = 3
@@ -516,6 +513,15 @@ class DraftBudget:
                 best, best_gain = length, gain
         return best
 
+    def fan_pays(self, size: int, width: int) -> bool:
+        """Whether ``size`` alternatives (:mod:`.tree`) are worth appending to a forward
+        of ``width`` positions: the share of alternative sets of which one was chosen (a
+        forward spared) against the steps the extra positions cost."""
+        if self.cost is None:
+            return True
+        spared = self.acceptance("fan")[0]
+        return spared > self.scale * (self.cost.steps(width + size, size + 1) - self.cost.steps(width))
+
     def record(self, kind: str, accepted: int, missed: bool) -> None:
         """A draft's fate: ``accepted`` tokens kept, then a mismatch or not."""
         counts = self.counts[kind]
@@ -524,68 +530,3 @@ class DraftBudget:
             counts[1] += 1
             counts[2] += accepted - 1
             counts[3] += int(missed)
-
-
-class PendingDraft:
-    """Drafted tokens whose KV entries sit at the end of the cache, not yet verified.
-
-    Each token is held with the logits its forward computed after it. A token the loop
-    appends that equals the next drafted token is kept without a forward: same token,
-    same position, same prefix, hence the same KV entry and the same next logits. At the
-    first token that differs, the rest of the draft is cropped from the cache.
-    """
-
-    def __init__(self, runner: Runner, cache: Any, budget: DraftBudget):
-        self.runner, self.cache, self.budget = runner, cache, budget
-        self.ids: deque[int] = deque()
-        self.logits: deque[torch.Tensor] = deque()
-        self.kind, self.kept = "tag", 0  # the pending draft's source and tokens kept so far
-        # A sliding-window layer (Mistral, Qwen2 with use_sliding_window) drops the
-        # states that leave its window at every update, so once the window is full a
-        # draft could not be cropped from it. Recording keeps them until :meth:`trim`
-        # (attention still sees only the window: the layer's update returns just that).
-        self._windows = [layer for layer in getattr(cache, "layers", ())
-                         if getattr(layer, "is_sliding", False) and hasattr(layer, "activate_past_recording")]
-        for layer in self._windows:
-            layer.activate_past_recording()
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def add(self, ids: Sequence[int], logits: Sequence[torch.Tensor], kind: str) -> None:
-        self.ids.extend(ids)
-        self.logits.extend(logits)
-        self.kind, self.kept = kind, 0
-
-    def verify(self, context: Sequence[int]) -> tuple[list[int], torch.Tensor | None]:
-        """Keep the drafted tokens ``context`` starts with.
-
-        Returns the part of ``context`` still to be forwarded, and the logits after the
-        last kept token (``None`` if none was kept).
-        """
-        kept, after = 0, None
-        while kept < len(context) and self.ids and self.ids[0] == context[kept]:
-            self.ids.popleft()
-            after = self.logits.popleft()
-            kept += 1
-        self.kept += kept
-        if kept < len(context) and self.ids:
-            self.budget.record(self.kind, self.kept, missed=True)
-            self.discard()
-        elif not self.ids and kept:
-            self.budget.record(self.kind, self.kept, missed=False)
-        return list(context[kept:]), after
-
-    def discard(self) -> None:
-        """Crop every unverified drafted token from the cache."""
-        if self.ids:
-            self.runner.crop(self.cache, len(self.ids))
-            self.ids.clear()
-            self.logits.clear()
-
-    def trim(self) -> None:
-        """Drop the recorded states outside each sliding window (no draft may be pending)."""
-        assert not self.ids, "trimming would drop the states a pending draft's crop needs"
-        for layer in self._windows:
-            if layer.get_seq_length() >= layer.sliding_window:
-                layer.crop(0)  # past the window, crop(0) keeps just the window's states

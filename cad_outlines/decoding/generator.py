@@ -35,7 +35,7 @@ from ..adapters import Adapter, get_adapter
 from .compiling import CompiledGrammar, compile_grammar, tokenizer_setup_seconds
 from .constraint import LoopConstraint, ProgramConstraint, Unconstrained
 from .document import DocumentView
-from .drafting import DraftBudget, Drafter, DraftKind, PendingDraft, forward_clock
+from .drafting import DraftBudget, Drafter, forward_clock
 from .defaults import DEFAULT_MAX_NEW_TOKENS, check_budget, check_layout, check_request
 from .forcing import ForcedText, forced_rejected
 from .options import Instrumentation, LoopSwitches
@@ -46,6 +46,7 @@ from .prompts import Prompt, PromptTemplate, as_messages, style_for, update_prom
 from .runner import ObservedRunner, Runner, TransformersRunner
 from .sampler import SAMPLING_OPTIONS, Sampler, SamplingOptions, holds
 from .streaming import DocumentStream, drain, each_step
+from .tree import DraftTree, PendingDraft, branch_indices, is_chain
 # Re-exported: the result types and the loop's errors live in .results.
 from .results import (CaDResult, CaDStats, ContextLengthError, ForcedProgramError,  # noqa: F401
                       IncompleteProgramError, ProgressCallback, UnsupportedModelError, check_model,
@@ -408,11 +409,11 @@ class CaDGenerator(SteerableGenerator):
                                  if budget.calibrates else self.runner, cache, budget)
         drafter = self._drafter(prediction) if draft is not None else None
         follow = self.loop.follow_prediction if prediction is not None and draft is not None else None
-        proposal, kind = self._propose(constraint, stats, len(prompt_ids), draft, drafter) if draft is not None else ([], "tag")
+        proposal = self._propose(constraint, stats, len(prompt_ids), draft, drafter) if draft is not None else DraftTree()
         if progress is not None:
             progress(stats)
         clock = time.perf_counter()
-        logits = self._forward_drafted(prompt_ids, proposal, kind, cache, draft)
+        logits = self._forward_drafted(prompt_ids, proposal, cache, draft)
         stats.prefill_seconds = time.perf_counter() - clock
         stats.prompt_tokens_reused = getattr(self.runner, "reused", 0)
         stats.forward_passes += 1
@@ -486,7 +487,7 @@ class CaDGenerator(SteerableGenerator):
                     stats.forwards_saved += 1
                     continue
             # step or splice: ONE forward over everything appended (+ a new draft)
-            proposal, kind = self._propose(constraint, stats, len(context), draft, drafter) if draft is not None else ([], "tag")
+            proposal = self._propose(constraint, stats, len(context), draft, drafter) if draft is not None else DraftTree()
             if limit is not None:
                 # Past max_position_embeddings the model's positions are untrained: stop,
                 # flagged incomplete, rather than return a program decoded from garbage.
@@ -494,9 +495,9 @@ class CaDGenerator(SteerableGenerator):
                 if room < 0:
                     stats.stopped_early, stats.stop_reason = True, "context"
                     break
-                proposal = proposal[:room]
+                proposal = proposal.cut(room)
             mark("splice" if spliced else "forward")
-            logits = self._forward_drafted(context, proposal, kind, cache, draft)
+            logits = self._forward_drafted(context, proposal, cache, draft)
             mark("step")
             stats.forward_passes += 1
             stats.body_forwards += in_body
@@ -518,21 +519,23 @@ class CaDGenerator(SteerableGenerator):
 
     # -- pieces of the loop ----------------------------------------------------------
 
-    def _forward_drafted(self, context: Sequence[int], proposal: list[int], kind: DraftKind,
-                         cache: Any, draft: PendingDraft | None) -> torch.Tensor:
-        """ONE forward over ``context`` + ``proposal``; the logits after ``context``.
+    def _forward_drafted(self, context: Sequence[int], proposal: DraftTree, cache: Any,
+                         draft: PendingDraft | None) -> torch.Tensor:
+        """ONE forward over ``context`` + the draft ``proposal``; the logits after ``context``.
 
-        The drafted tokens and the logits after each of them go to ``draft`` (``kind``:
-        what they were drawn from, for the draft budget).
+        The drafted tokens and the logits after each of them go to ``draft``.
         """
         runner = self.runner if draft is None else draft.runner  # the draft's may be observed
         if draft is not None:
             draft.trim()  # a forward starts with no unverified draft
-        if not proposal:
+        if not len(proposal):
             return runner.forward(context, cache)
         assert draft is not None and not len(draft), "a forward starts with no unverified draft"
-        rows = runner.forward(list(context) + proposal, cache, rows=len(proposal) + 1)
-        draft.add(proposal, list(rows[1:]), kind)
+        if is_chain(proposal.parents):
+            rows = runner.forward(list(context) + proposal.ids, cache, rows=len(proposal) + 1)
+        else:
+            rows = runner.forward_tree(context, proposal.ids, proposal.parents, cache)  # type: ignore[attr-defined]
+        draft.add(proposal, list(rows[1:]))
         return rows[0]
 
     @cached_property
@@ -556,26 +559,31 @@ class CaDGenerator(SteerableGenerator):
         """The prediction's next token: the pending draft's first, or (a draft used up)
         the first of what the plan says next; ``None`` once the program left the plan."""
         if len(draft):
-            return draft.ids[0] if draft.kind == "plan" else None
+            return draft.next_id() if draft.kind == "plan" else None
         text = drafter.predict(constraint.pending, constraint.ops)
         ids = self.adapter.encode(text) if text and drafter.kind == "plan" else []
         return ids[0] if ids else None
 
     def _propose(self, constraint: ProgramConstraint, stats: CaDStats, width: int,
-                 draft: PendingDraft, drafter: Drafter) -> tuple[list[int], DraftKind]:
-        """Ids of ``drafter``'s guess of what follows, cut where the grammar rejects it
-        and where the rest would not pay for the width it adds to a forward of ``width``;
-        and the kind of guess it was."""
+                 draft: PendingDraft, drafter: Drafter) -> DraftTree:
+        """``drafter``'s guess of what follows, cut where the grammar rejects it and where
+        the rest would not pay for the width it adds to a forward of ``width``; with
+        digit alternatives (:func:`.tree.branch_indices`) where the runner takes trees."""
         clock = time.perf_counter()
         text = drafter.predict(constraint.pending, constraint.ops)
         kind = drafter.kind
         cap = MAX_PLAN_DRAFT_TOKENS if kind == "plan" else MAX_DRAFT_TOKENS
         ids = self.adapter.encode(text)[:cap] if text else []
         ids = ids[:constraint.validate(ids)]
-        ids = ids[:draft.budget.length(kind, len(ids), width)]
-        stats.draft_tokens += len(ids)
+        tree = DraftTree.chain(ids[:draft.budget.length(kind, len(ids), width)], kind)
+        if self.loop.draft_trees and getattr(draft.runner, "trees", False):
+            branch_indices(tree, constraint.pending, lambda t: constraint.piece_bytes(t).decode("latin-1"),
+                           constraint.validate, self.compiled.table.digits, self.view.indices.hi,
+                           lambda size: draft.budget.fan_pays(size, width + len(tree)))
+        stats.draft_tokens += len(tree)
+        stats.draft_alternatives += sum(tree.alternative)
         stats.draft_seconds += time.perf_counter() - clock
-        return ids, kind
+        return tree
 
 
 def _unobserved(phase: str) -> None:

@@ -53,6 +53,13 @@ class LoopSwitches:
         each forward and verify it on the next steps: an accepted drafted token needs no
         forward of its own. Greedy output is unchanged; sampled output up to float
         rounding (docs/design.md, invariant 2, says how rarely a draw moves).
+    draft_trees
+        With ``draft_tags``, draft a copy index's digits as alternatives side by side: the
+        other digits beside a drafted end index's first digit, or the digits allowed next
+        when nothing is drafted (:mod:`.tree`; a tree attention mask, runners with
+        ``trees``: :class:`~.runner.TransformersRunner` on eager or SDPA attention). The
+        logits after whichever digit is chosen come in the same forward, so the digit
+        after it needs no forward of its own. Never changes the output.
     draft_lookup
         With ``draft_tags``, also draft inside gen bodies by prompt lookup: the text that
         follows the body's last characters where they occur in the document (or an
@@ -96,6 +103,7 @@ class LoopSwitches:
     splice: bool = True
     fast_forward: bool = True
     draft_tags: bool = True
+    draft_trees: bool = True
     draft_lookup: bool = True
     forward_cost: ForwardCost | None = None
     monotone_copies: bool = False

@@ -59,6 +59,9 @@ class CaDStats:
     splices: int = 0
     forward_passes: int = 0
     draft_tokens: int = 0
+    #: Of ``draft_tokens``, those drafted as alternatives to another (digits side by
+    #: side at one position, ``LoopSwitches.draft_trees``): at most one of a set is kept.
+    draft_alternatives: int = 0
     draft_accepted: int = 0
     forwards_saved: int = 0
     #: Forwards that followed a token chosen inside a gen body (new text, not the

