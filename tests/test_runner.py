@@ -130,3 +130,17 @@ def test_a_draft_tree_gives_each_node_its_paths_logits_and_keeps_one_path(tiny_m
     assert cache.get_seq_length() == 7
     after = runner.forward([21], cache)
     assert torch.allclose(after, runner.forward(prefix + context + [7, 11, 21], runner.new_cache()), atol=1e-4)
+
+
+def test_a_prefill_with_a_draft_tree_reuses_and_keeps_the_prompt_prefix(tiny_model):
+    runner = TransformersRunner(tiny_model("tiny-qwen").model, prefix_cache=True)
+    prompt = [100, 2000, 30000, 400, 5, 6]
+    first = runner.forward_tree(prompt, [7, 8], [-1, -1], runner.new_cache())
+    assert runner.reused == 0
+    cache = runner.new_cache()
+    again = runner.forward_tree(prompt[:5] + [9], [7, 8], [-1, -1], cache)  # shares 5 ids
+    assert runner.reused == 5 and cache.get_seq_length() == 6 + 2
+    plain = TransformersRunner(runner.model)
+    for row, path in zip(again, ([], [7], [8])):
+        assert torch.allclose(row, plain.forward(prompt[:5] + [9] + path, plain.new_cache()), atol=1e-4)
+    assert torch.allclose(first[1], plain.forward(prompt + [7], plain.new_cache()), atol=1e-4)

@@ -103,17 +103,8 @@ class TransformersRunner:
         return DynamicCache(config=self.model.config)
 
     def forward(self, ids: Sequence[int], cache: Any, rows: int = 1) -> torch.Tensor:
-        ids = list(ids)
-        prefill = self.prefix_cache and cache.get_seq_length() == 0
-        skip = self._reuse(ids, cache, rows) if prefill else 0
-        with torch.inference_mode():
-            out = self.model(input_ids=torch.tensor([ids[skip:]], device=self.device),
-                             use_cache=True, logits_to_keep=rows, **{self._cache_kw: cache})
-        if prefill and not self._pinned:
-            self._keep(ids, cache)
-        if rows == 1:
-            return out.logits[0, -1].float().cpu()
-        return out.logits[0, -rows:].float().cpu()
+        logits = self._forward(list(ids), cache, rows, [], [])
+        return logits[-1] if rows == 1 else logits
 
     def crop(self, cache: Any, n: int) -> None:
         if n:
@@ -139,8 +130,27 @@ class TransformersRunner:
         at the position after its parent's. Float32 CPU logits, shape
         ``(1 + len(tree), vocab)``: after ``ids``, then after each node.
         :meth:`keep_nodes` then keeps one path."""
-        ids, tree = list(ids), list(tree)
-        past, n, k = cache.get_seq_length(), len(ids), len(tree)
+        return self._forward(list(ids), cache, 1 + len(tree), list(tree), list(parents))
+
+    def _forward(self, ids: list[int], cache: Any, rows: int, tree: list[int], parents: list[int]) -> torch.Tensor:
+        """The last ``rows`` logits of ``ids`` + ``tree`` appended to ``cache`` (a chain's
+        rows when ``tree`` is empty); a prefill reuses and keeps the prompt's prefix."""
+        prefill = self.prefix_cache and cache.get_seq_length() == 0
+        skip = self._reuse(ids, cache, rows - len(tree)) if prefill else 0
+        kwargs: dict[str, Any] = {}
+        if tree:
+            kwargs["attention_mask"], kwargs["position_ids"] = self._tree_mask(
+                cache.get_seq_length(), len(ids) - skip, parents)
+        with torch.inference_mode():
+            out = self.model(input_ids=torch.tensor([ids[skip:] + tree], device=self.device),
+                             use_cache=True, logits_to_keep=rows, **kwargs, **{self._cache_kw: cache})
+        if prefill and not self._pinned:
+            self._keep(ids, cache)
+        return out.logits[0, -rows:].float().cpu()
+
+    def _tree_mask(self, past: int, n: int, parents: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The 4D attention mask and the positions of ``n`` ids and a tree after ``past``."""
+        k = len(parents)
         seen = torch.zeros(n + k, past + n + k, dtype=torch.bool)
         seen[:, :past + n] = True
         seen[:n, past:past + n] = torch.ones(n, n, dtype=torch.bool).tril()
@@ -153,12 +163,8 @@ class TransformersRunner:
         dtype = self.model.dtype
         # additive, as eager attention adds it and SDPA accepts it
         mask = torch.zeros(seen.shape, dtype=dtype).masked_fill(~seen, torch.finfo(dtype).min)
-        positions = torch.tensor([[*range(past, past + n), *(past + n + d for d in depth)]], device=self.device)
-        with torch.inference_mode():
-            out = self.model(input_ids=torch.tensor([ids + tree], device=self.device),
-                             attention_mask=mask[None, None].to(self.device), position_ids=positions,
-                             use_cache=True, logits_to_keep=k + 1, **{self._cache_kw: cache})
-        return out.logits[0].float().cpu()
+        positions = torch.tensor([[*range(past, past + n), *(past + n + d for d in depth)]])
+        return mask[None, None].to(self.device), positions.to(self.device)
 
     def keep_nodes(self, cache: Any, size: int, path: Sequence[int]) -> None:
         """Of the ``size`` tree nodes at the end of ``cache`` (:meth:`forward_tree`), keep
