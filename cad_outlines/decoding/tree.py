@@ -90,6 +90,8 @@ def branch_indices(tree: DraftTree, pending: str, piece: Callable[[int], str],
     from the state after ``pending``, ``digits`` the one-token digits' ids and ``hi``
     the largest copy index.
     """
+    # Only the op being written matters, not a long gen body before it.
+    pending = pending[max(pending.rfind(syntax.COPY_START[:1]), 0):]
     text, at = pending, None
     for i, token in enumerate(tree.ids):
         end = syntax.COPY_END_INDEX_RE.search(text)
