@@ -152,9 +152,8 @@ class PendingDraft:
 
     def next_id(self) -> int | None:
         """The chain's next drafted token (``None`` once the chain is used up)."""
-        node = self._path[-1] if self._path else -1
-        return next((self._tree.ids[i] for i, parent in enumerate(self._tree.parents)
-                     if parent == node and not self._tree.alternative[i]), None)
+        child = self._child(None, chain=True)
+        return None if child is None else self._tree.ids[child]
 
     def add(self, tree: DraftTree, logits: Sequence[torch.Tensor]) -> None:
         """The tree a forward just appended, with the logits after each node."""
@@ -190,12 +189,14 @@ class PendingDraft:
             if layer.get_seq_length() >= layer.sliding_window:
                 layer.crop(0)  # past the window, crop(0) keeps just the window's states
 
-    def _child(self, token: int | None) -> int | None:
-        """The child of the last kept node holding ``token`` (any child: ``None``)."""
+    def _child(self, token: int | None, chain: bool = False) -> int | None:
+        """The child of the last kept node holding ``token`` (any child: ``None``; the
+        chain's, not an alternative: ``chain``)."""
         node = self._path[-1] if self._path else -1
         tree = self._tree
         return next((i for i, parent in enumerate(tree.parents)
-                     if parent == node and (token is None or tree.ids[i] == token)), None)
+                     if parent == node and (token is None or tree.ids[i] == token)
+                     and not (chain and tree.alternative[i])), None)
 
     def _resolve(self, record: bool) -> None:
         tree, path = self._tree, self._path
