@@ -133,6 +133,19 @@ def fraction(value: str) -> float:
     return number
 
 
+def floor(value: str) -> float | str | None:
+    """An argparse type for ``--follow-prediction``: a number in (0, 1], ``model`` (the
+    floor recorded with the model, the default) or ``off`` (``None``: the merge only drafts)."""
+    if value == "off":
+        return None
+    if value == "model":
+        return value
+    try:
+        return fraction(value)
+    except (ValueError, argparse.ArgumentTypeError):
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], 'model' or 'off', got {value}") from None
+
+
 def seed(value: str) -> int:
     """An argparse type: an integer in [0, 2**63)."""
     try:

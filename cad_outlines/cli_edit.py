@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from cad_outlines.arguments import (CommandTable, int_range, HelpFormatter, UsageError, add_device_args, add_model_source,
-                                    add_sampling_args, add_verbosity, fraction, positive, read_input, write_stdout)
+                                    add_sampling_args, add_verbosity, floor, positive, read_input, write_stdout)
 from cad_outlines.arguments import status as _status
 from cad_outlines.decoding.defaults import DEFAULT_MAX_NEW_TOKENS
 from cad_outlines.errors import EXIT_MODEL, EXIT_OK
@@ -156,10 +156,11 @@ def _add_edit(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-new-tokens", type=positive, default=DEFAULT_MAX_NEW_TOKENS, metavar="N",
                    help="budget of program tokens (copied tokens are free)")
     add_sampling_args(p)
-    p.add_argument("--follow-prediction", type=fraction, default=None, metavar="P",
+    p.add_argument("--follow-prediction", type=floor, default="model", metavar="P|model|off",
                    help="with --update: take the snippet's literal merge wherever the model gives "
-                        "its next token at least P (0.001 measured best for qwen2.5-coder-0.5b); the "
-                        "model overrules it only where it is that sure (default: the merge only drafts, the model chooses)")
+                        "its next token at least P; the model overrules it only where it is that sure. "
+                        "model (default): the floor recorded with the model (qwen2.5-coder-0.5b has one; "
+                        "others none); off: the merge only drafts, the model chooses")
     p.add_argument("--forward-cost", metavar="COST.json", default=None,
                    help="the machine's forward cost by width: a `bench kernel` JSON or a saved "
                         "ForwardCost; drafts are cut to what pays for their width (worth it on "
@@ -314,9 +315,9 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
                    help="requests that may wait behind the running one; more get 429")
     p.add_argument("--max-tokens", type=positive, default=2048, metavar="N",
                    help="budget when a request gives no max_tokens (edit: program tokens; chat: new tokens)")
-    p.add_argument("--follow-prediction", type=fraction, default=None, metavar="P",
+    p.add_argument("--follow-prediction", type=floor, default="model", metavar="P|model|off",
                    help="apply-form messages: take the snippet's literal merge wherever the model "
-                        "gives its next token at least P (as edit --follow-prediction)")
+                        "gives its next token at least P (as edit --follow-prediction; default: model)")
     p.add_argument("--prefix-cache", action="store_true",
                    help="reuse the KV of the prompt prefix an edit shares with the previous one "
                         "(faster; answers then equal a fresh run's only up to float rounding)")

@@ -158,11 +158,36 @@ def test_edit_update_can_follow_the_merge(tmp_path, capsys, shared_tiny):
     assert main([*base, "--update", str(snippet), "--follow-prediction", "1e-12", "-o", str(out)]) == 0
     assert out.read_text(encoding="utf-8") == GOLD
     capsys.readouterr()
-    for value in ("0", "1.5", "nan"):
+    for value in ("0", "1.5", "nan", "auto"):
         with pytest.raises(SystemExit) as exit_info:  # argparse's one usage error
             main([*base, "--update", str(snippet), "--follow-prediction", value])
         assert exit_info.value.code == 2
         assert capsys.readouterr().err.splitlines()[-1].endswith(
-            f"argument --follow-prediction: must be in (0, 1], got {value}")
+            f"argument --follow-prediction: must be a number in (0, 1], 'model' or 'off', got {value}")
     assert main([*base, "--instruction", "x", "--follow-prediction", "0.05"]) == 2
     assert "--follow-prediction needs --update" in capsys.readouterr().err
+    # 'model' and 'off' need no snippet: tiny-qwen records no floor, so both leave the merge a draft
+    for value in ("model", "off"):
+        assert main([*base, "--instruction", "x", "--follow-prediction", value, "--max-new-tokens", "8"]) in (0, 1)
+        assert "needs --update" not in capsys.readouterr().err
+
+
+def test_an_adapters_apply_floor_is_read_from_its_record(tmp_path):
+    """``apply.json`` beside an adapter records the floor ``follow_prediction="model"``
+    uses; none: no floor; a bad record is one clear error naming the file. The shipped
+    Qwen adapter has one (docs/learn.md: chosen on snippets of other files)."""
+    import json
+
+    from cad_outlines.errors import InputError
+    from cad_outlines.tools.weights import adapter_apply_floor, adapter_dir
+
+    assert adapter_apply_floor(tmp_path) is None
+    (tmp_path / "apply.json").write_text(json.dumps({"follow_prediction": 1e-4}))
+    assert adapter_apply_floor(tmp_path) == 1e-4
+    for bad in ('{"follow_prediction": 0}', '{"follow_prediction": "0.1"}', '{"floor": 0.1}', "{"):
+        (tmp_path / "apply.json").write_text(bad)
+        with pytest.raises(InputError, match="apply.json: not an apply record"):
+            adapter_apply_floor(tmp_path)
+    shipped = adapter_apply_floor(adapter_dir("qwen2.5-coder-0.5b-cad"))
+    assert shipped is not None and 0 < shipped <= 1
+    assert adapter_apply_floor(adapter_dir("smollm2-135m-cad")) is None

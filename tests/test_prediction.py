@@ -84,3 +84,69 @@ def test_follow_prediction_takes_the_predictions_tokens_the_model_does_not_overr
     for bad in (0, 1.5, True, "0.1"):
         with pytest.raises(OptionError, match="follow_prediction"):
             cad(model, case.doc, follow_prediction=bad)
+
+
+def test_the_floor_recorded_with_the_model_is_the_default(tiny_model):
+    """``follow_prediction="model"`` (the default) reads ``cad_apply_floor`` from the
+    model's config (the loader sets it from the adapter's ``apply.json``): with one there,
+    ``apply`` follows the merge; ``None`` turns it off; a number given wins."""
+    from cad_outlines.decoding.options import LoopSwitches
+    from cad_outlines.generate import cad
+
+    model = tiny_model("tiny-qwen")
+    case = next(c for c in load_eval_cases("v2") if c.meta["subset"] == "commit_snippets")
+    instruction = case.meta["instruction"]
+    assert CaDGenerator(model, case.doc).loop.for_model(model.model).follow_prediction is None  # no record
+    model.model.config.cad_apply_floor = 1e-12
+    try:
+        default = cad(model, case.doc, max_new_tokens=1024)
+        assert default.loop.follow_prediction == "model"
+        assert default.run(instruction, prediction=case.gold).document == case.gold
+        off = cad(model, case.doc, max_new_tokens=256, follow_prediction=None)
+        assert off.loop.for_model(model.model).follow_prediction is None
+        assert off.run(instruction, prediction=case.gold).document != case.gold
+        assert cad(model, case.doc, follow_prediction=0.5).loop.for_model(model.model).follow_prediction == 0.5
+        assert LoopSwitches().for_model(model.model).follow_prediction == 1e-12
+        assert LoopSwitches().for_model(None).follow_prediction is None  # a bare tokenizer's loop
+    finally:
+        del model.model.config.cad_apply_floor
+
+
+def test_the_plan_offers_each_planned_copys_close():
+    """Drafts stop at a planned copy's end index (the splice follows its close), so the
+    plan must still name the close there: it is where a model extends ``1-2`` to ``1-25``."""
+    lines = [f"l{i}" for i in range(1, 31)]
+    plan = [Copy(1, 2), Gen("\nNEW\n"), Copy(4, 30)]
+    d = Drafter(lines, "lines", plan=plan)
+    assert d.predict("<program>", []) == '<copy lines="1-2' and d.plan_closes('<program><copy lines="1-2', [])
+    assert d.plan_closes('<copy lines="1-2', [])  # <program> complete: pending is what follows it
+    assert not d.plan_closes('<program><copy lines="1-', []) and not d.plan_closes('<copy lines="1-25', [])
+    assert d.plan_closes('<copy lines="4-30', plan[:2]) and not d.plan_closes("", plan)
+    assert not d.plan_closes('<copy lines="1-2', [Copy(1, 3)])  # the program left the plan
+
+
+def test_a_followed_plan_closes_its_copies_where_the_model_would_extend_them(tiny_model):
+    """A model that would rather type one more digit of each copy's end (a bias on the
+    digits) still writes the predicted program when it follows the prediction."""
+    import torch
+
+    from cad_outlines.generate import cad
+
+    model = tiny_model("tiny-qwen")
+    doc = "".join(f"v{i} = {i}\n" for i in range(1, 31))
+    predicted = doc.replace("v3 = 3\n", "v3 = 33\n")
+    digits = [model.hf_tokenizer.convert_tokens_to_ids(str(d)) for d in range(10)]
+
+    def bias(input_ids, scores):  # the sampler's choice only; the floor reads the raw logits
+        scores = scores.clone()
+        scores[..., digits] += 30.0
+        return scores
+
+    ops = oracle_program(doc, predicted)
+    assert ops[0] == Copy(1, 2) and len(ops) == 3  # '2' could grow to 2x: a digit may follow
+    followed = cad(model, doc, max_new_tokens=512, follow_prediction=1e-12,
+                   logits_processors=[bias]).run("set v3 to 33", prediction=predicted)
+    assert followed.ops == ops and followed.document == predicted
+    drifting = cad(model, doc, max_new_tokens=64, follow_prediction=1e-12,
+                   logits_processors=[bias]).run("set v3 to 33")
+    assert drifting.ops[:1] != ops[:1]  # without the prediction the bias extends the first copy

@@ -76,10 +76,12 @@ CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "regen_pld20": ("smollm2-135m-regen", "pld", {"k": 20, "n": 3}),
     # Qwen2.5-Coder-0.5B-Instruct (real weights, docs/models.md): the released model
     # prompted, and fine-tuned on the v2 mix (CaD; the regeneration twin is not trained yet).
-    "qwen_cad": ("qwen2.5-coder-0.5b", "cad", {}),
+    # The model alone: a snippet's merge only drafts (not the adapter's recorded floor).
+    "qwen_cad": ("qwen2.5-coder-0.5b", "cad", {"follow_prediction": None}),
     # the same, with a snippet's literal merge as a prior the model overrules only where it
-    # gives the merge's token under 5 % (LoopSwitches.follow_prediction; snippet cases only)
-    "qwen_apply": ("qwen2.5-coder-0.5b", "cad", {"follow_prediction": 0.05}),
+    # gives the merge's token under the floor recorded with the adapter (its apply.json),
+    # as `apply` runs by default (LoopSwitches.follow_prediction; snippet cases only)
+    "qwen_apply": ("qwen2.5-coder-0.5b", "cad", {"follow_prediction": "model"}),
     "qwen_base_cad": ("qwen2.5-coder-0.5b-base", "cad", {}),
     "qwen_base_guarded": ("qwen2.5-coder-0.5b-base", "cad", {"monotone_copies": True, "max_gen_tokens": 96}),
     "qwen_base_regen": ("qwen2.5-coder-0.5b-base", "regen", {}),
@@ -98,9 +100,9 @@ def config_of(name: str) -> tuple[str, str, dict[str, Any]]:
     preset, method, options = CONFIGS[base]
     if not sep:
         return preset, method, options
-    if "follow_prediction" not in options:
+    if options.get("follow_prediction") is None:
         raise KeyError(f"{base!r} has no follow_prediction floor to set (NAME@P works for "
-                       + ", ".join(n for n, c in CONFIGS.items() if "follow_prediction" in c[2]) + ")")
+                       + ", ".join(n for n, c in CONFIGS.items() if c[2].get("follow_prediction") is not None) + ")")
     try:
         value = float(floor)
         LoopSwitches(follow_prediction=value)  # the loop's own check of the floor
@@ -340,7 +342,7 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
         style, plain = trained_style(model.model), method in ("regen", "pld")
         warm = WarmPrefill(model.model, adapter.constant_ids(style=style, plain=plain))
         own = cases
-        if "follow_prediction" in options:  # without a snippet to merge it is the CaD row again
+        if options.get("follow_prediction") is not None:  # without a snippet to merge it is the CaD row again
             own = [c for c in cases if update_of(c.meta["instruction"]) is not None]
         runs = [("greedy", {"temperature": 0.0}, own)]
         if name in cfg.sampled:

@@ -12,10 +12,12 @@ from typing import Any
 
 from ..errors import OptionError
 
-__all__ = ["DEFAULT_MAX_NEW_TOKENS", "check_budget", "check_layout", "check_request"]
+__all__ = ["DEFAULT_MAX_NEW_TOKENS", "MODEL_FLOOR", "check_budget", "check_floor", "check_layout", "check_request"]
 
 #: Budget of program tokens (decoded + forced; copied tokens are free) unless one is given.
 DEFAULT_MAX_NEW_TOKENS = 2048
+#: ``follow_prediction``'s default: the floor recorded with the model (``LoopSwitches``).
+MODEL_FLOOR = "model"
 
 
 def check_budget(max_new_tokens: Any) -> int:
@@ -23,6 +25,14 @@ def check_budget(max_new_tokens: Any) -> int:
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise OptionError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
     return max_new_tokens
+
+
+def check_floor(floor: Any) -> None:
+    """A ``follow_prediction`` floor: a number in (0, 1], :data:`MODEL_FLOOR` or ``None``;
+    else an :class:`OptionError` naming it."""
+    if floor is not None and floor != MODEL_FLOOR and (
+            isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 < floor <= 1):
+        raise OptionError(f"follow_prediction must be a number in (0, 1], {MODEL_FLOOR!r} or None, got {floor!r}")
 
 
 def check_request(granularity: Any, mode: Any) -> None:

@@ -176,19 +176,38 @@ class Drafter:
     def _planned(self, pending: str, ops: Sequence[Op]) -> str:
         """The plan's text after ``pending``, up to the next copy's end index; ``""`` when
         the program so far is not the plan's beginning."""
+        text, _ = self._plan_after(pending, ops)
+        return text[len(pending):] if text is not None and len(text) > len(pending) else ""
+
+    def plan_closes(self, pending: str, ops: Sequence[Op]) -> bool:
+        """Whether ``pending`` is the plan's next copy tag up to its end index: the plan's
+        next text is that tag's close. :meth:`predict` drafts up to the end index only (the
+        splice follows the close), so this is the one choice of the plan it leaves out,
+        and the one where a model extends an index (``1-2`` to ``1-25``)."""
+        text, at_copy = self._plan_after(pending, ops)
+        return at_copy and text == pending
+
+    def _plan_after(self, pending: str, ops: Sequence[Op]) -> tuple[str | None, bool]:
+        """The plan's text from the start of ``pending`` up to the next copy's end index,
+        and whether it stops at one (``False``: it runs to the program's end); ``None``
+        when the program so far is not the plan's beginning. Before the first op,
+        ``pending`` holds ``<program>`` until it is complete, then what follows it."""
         done = len(ops)
-        if len(self.plan) < done or any(a != b for a, b in zip(ops, self.plan)):
-            return ""
-        text = syntax.PROGRAM_OPEN if not ops else ""
+        if self.plan is None or len(self.plan) < done or any(a != b for a, b in zip(ops, self.plan)):
+            return None, False
+        text, at_copy = "", False
         for op in self.plan[done:]:
             piece = program.render_op(op)
             if isinstance(op, (Copy, CopyTokens)):
-                text += piece[:-len(syntax.COPY_CLOSE)]  # the splice follows the tag's close
+                text, at_copy = text + piece[:-len(syntax.COPY_CLOSE)], True  # the splice follows the close
                 break
             text += piece
         else:
             text += syntax.PROGRAM_CLOSE
-        return text[len(pending):] if text.startswith(pending) and len(text) > len(pending) else ""
+        for candidate in ([syntax.PROGRAM_OPEN + text, text] if not ops else [text]):
+            if candidate.startswith(pending):
+                return candidate, at_copy
+        return None, False
 
     def _resume(self, ops: Sequence[Op]) -> int:
         """The number of the first unit after the last copy in ``ops`` (``lo`` without one)."""

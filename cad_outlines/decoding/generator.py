@@ -408,7 +408,8 @@ class CaDGenerator(SteerableGenerator):
             draft = PendingDraft(ObservedRunner(self.runner, budget.observe, forward_clock(self.runner))
                                  if budget.calibrates else self.runner, cache, budget)
         drafter = self._drafter(prediction) if draft is not None else None
-        follow = self.loop.follow_prediction if prediction is not None and draft is not None else None
+        follow = (self.loop.for_model(self.hf_model).follow_prediction
+                  if prediction is not None and draft is not None else None)
         proposal = self._propose(constraint, stats, len(prompt_ids), draft, drafter) if draft is not None else DraftTree()
         if progress is not None:
             progress(stats)
@@ -557,7 +558,10 @@ class CaDGenerator(SteerableGenerator):
 
     def _planned(self, draft: PendingDraft, drafter: Drafter, constraint: ProgramConstraint) -> int | None:
         """The prediction's next token: the pending draft's first, or (a draft used up)
-        the first of what the plan says next; ``None`` once the program left the plan."""
+        the first of what the plan says next, the close of a planned copy's tag included;
+        ``None`` once the program left the plan."""
+        if drafter.plan_closes(constraint.pending, constraint.ops):  # digits may be drafted beside it
+            return self.compiled.table.closers.get(syntax.COPY_CLOSE.encode())
         if len(draft):
             return draft.next_id() if draft.kind == "plan" else None
         text = drafter.predict(constraint.pending, constraint.ops)

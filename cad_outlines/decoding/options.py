@@ -16,10 +16,11 @@ may override (``editor(prompt, temperature=0.7)``) and the ones every engine rea
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
 
 from ..errors import OptionError, OptionTypeError
+from .defaults import MODEL_FLOOR, check_floor
 from .constraint import COPY_RATIO
 from .drafting import ForwardCost
 from .sampler import SAMPLING_OPTIONS, SamplingOptions
@@ -30,7 +31,14 @@ if TYPE_CHECKING:
     from .runner import Runner
 
 __all__ = ["CONSTRUCTOR_OPTIONS", "INSTRUMENTATION_OPTIONS", "Instrumentation", "LOOP_OPTIONS",
-           "LoopSwitches", "group_options"]
+           "LoopSwitches", "MODEL_FLOOR", "group_options", "recorded_floor"]
+
+def recorded_floor(hf_model: Any) -> float | None:
+    """The ``follow_prediction`` floor recorded with a model: ``cad_apply_floor`` of its
+    config (the real-weight loader sets it from its adapter's ``apply.json``), else
+    ``None``. ``hf_model``: a transformers model, or its config."""
+    return getattr(getattr(hf_model, "config", hf_model), "cad_apply_floor", None)
+
 
 #: A transformers-style logits processor: ``(input_ids, scores) -> scores``.
 LogitsProcessor = Callable[["torch.Tensor", "torch.Tensor"], "torch.Tensor"]
@@ -83,13 +91,15 @@ class LoopSwitches:
         the run (``stats.stopped_early``, ``stats.stop_reason == "max_gen_tokens"``), so a
         model re-typing the document in a gen ends early instead of spending the budget.
     follow_prediction
-        Opt-in, with a ``prediction`` (:meth:`~.generator.CaDGenerator.apply`, the
-        server's snippets and predicted outputs): where the predicted program's next token
-        is drafted and holds at least this share of the model's masked distribution
-        (softmax of its allowed logits), take it; elsewhere the model chooses as usual.
-        The prediction then acts as a prior the model overrules only where it puts less
-        than this on it (0.05: where it is confident the prediction is wrong). ``None``:
-        the prediction only drafts (speed, never the output).
+        With a ``prediction`` (:meth:`~.generator.CaDGenerator.apply`, the server's
+        snippets and predicted outputs): where the predicted program's next token is
+        drafted and holds at least this share of the model's masked distribution (softmax
+        of its allowed logits), take it; elsewhere the model chooses as usual. The
+        prediction then acts as a prior the model overrules only where it puts less than
+        this on it (0.05: where it is confident the prediction is wrong). ``None``: the
+        prediction only drafts (speed, never the output). ``"model"`` (the default): the
+        floor recorded with the model's adapter (:func:`recorded_floor`, chosen on
+        snippets of files it was not evaluated on), ``None`` for a model without one.
     logits_processors
         transformers-style ``(input_ids, scores) -> scores`` processors applied to every
         chosen token's masked scores (``input_ids``: the ids the model has seen), before
@@ -109,7 +119,7 @@ class LoopSwitches:
     monotone_copies: bool = False
     copy_ratio: float | None = COPY_RATIO
     max_gen_tokens: int | None = None
-    follow_prediction: float | None = None
+    follow_prediction: float | Literal["model"] | None = MODEL_FLOOR
     logits_processors: Sequence[LogitsProcessor] = ()
 
     def __post_init__(self) -> None:
@@ -119,11 +129,16 @@ class LoopSwitches:
         ratio = self.copy_ratio
         if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not ratio > 0):
             raise OptionError(f"copy_ratio must be a number > 0 or None, got {ratio!r}")
-        floor = self.follow_prediction
-        if floor is not None and (isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 < floor <= 1):
-            raise OptionError(f"follow_prediction must be a number in (0, 1] or None, got {floor!r}")
+        check_floor(self.follow_prediction)
         object.__setattr__(self, "monotone_copies", bool(self.monotone_copies))
         object.__setattr__(self, "logits_processors", tuple(self.logits_processors))
+
+    def for_model(self, hf_model: Any) -> "LoopSwitches":
+        """These switches with ``follow_prediction="model"`` read from ``hf_model``
+        (:func:`recorded_floor`; ``None`` for a bare tokenizer's loop)."""
+        if self.follow_prediction != MODEL_FLOOR:
+            return self
+        return replace(self, follow_prediction=recorded_floor(hf_model) if hf_model is not None else None)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..adapters import get_adapter
 from ..decoding.generator import CaDGenerator, IncompleteProgramError
+from ..decoding.defaults import MODEL_FLOOR
 from ..decoding.options import Instrumentation, LoopSwitches
 from ..decoding.results import ContextLengthError
 from ..decoding.runner import TransformersRunner
@@ -102,11 +103,12 @@ class Engine:
     follow_prediction
         For apply-form messages: the snippet's literal merge as a prior the model
         overrules only where it gives the merge's token less than this
-        (:class:`~cad_outlines.decoding.options.LoopSwitches`). ``None``: it only drafts.
+        (:class:`~cad_outlines.decoding.options.LoopSwitches`). ``None``: it only drafts;
+        ``"model"`` (the default): the floor recorded with the model, if any.
     """
 
     def __init__(self, model: Any, model_id: str, *, max_queue: int = 32, max_tokens: int = 2048,
-                 prefix_cache: bool = False, follow_prediction: float | None = None):
+                 prefix_cache: bool = False, follow_prediction: float | str | None = MODEL_FLOOR):
         self.model, self.model_id = model, model_id
         self.loop = LoopSwitches(follow_prediction=follow_prediction)  # checked here, before serving
         self.max_queue, self.max_tokens = max_queue, max_tokens

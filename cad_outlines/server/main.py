@@ -7,6 +7,7 @@ import signal
 import socket
 from typing import Any, Callable
 
+from ..decoding.defaults import MODEL_FLOOR
 from ..errors import InputError, MissingDependencyError
 
 #: How long a graceful shutdown (SIGTERM, Ctrl-C) waits for requests in flight before it
@@ -40,7 +41,7 @@ def bind(host: str, port: int) -> socket.socket:
 def serve(model: Any, name: str, *, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
           max_queue: int = 32, max_tokens: int = 2048, prefix_cache: bool = False,
           announce: Callable[[str], None] | None = None, engine: str = "transformers",
-          engine_args: dict[str, Any] | None = None, follow_prediction: float | None = None) -> int:
+          engine_args: dict[str, Any] | None = None, follow_prediction: float | str | None = MODEL_FLOOR) -> int:
     """Serve ``model`` as ``name`` until SIGTERM or Ctrl-C: an Outlines transformers model
     (``engine="transformers"``), or a model folder run by vLLM (``engine="vllm"``, with
     ``engine_args`` for its engine). ``follow_prediction`` (transformers only): apply-form
@@ -57,7 +58,7 @@ def serve(model: Any, name: str, *, host: str = "127.0.0.1", port: int = 8000, a
     from .app import create_app
 
     if engine == "vllm":
-        if follow_prediction is not None:
+        if follow_prediction not in (None, MODEL_FLOOR):  # vLLM drafts nothing, so it follows nothing
             raise InputError("--follow-prediction runs on the transformers engine only")
         from .vllm_engine import VLLMEngine
 

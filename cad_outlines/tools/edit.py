@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from ..decoding.defaults import DEFAULT_MAX_NEW_TOKENS
+from ..decoding.defaults import DEFAULT_MAX_NEW_TOKENS, MODEL_FLOOR
 from ..errors import InputError
 from .diffs import line_summary
 
@@ -37,7 +37,7 @@ class EditOptions:
     seed: int = 0
     forward_cost: Any = None  # a ForwardCost (transformers only): drafts cut to what pays
     allow_deletion: bool = False  # accept an edit that leaves under half the lines
-    follow_prediction: float | None = None  # with --update: the merge as a prior (LoopSwitches)
+    follow_prediction: float | str | None = MODEL_FLOOR  # with --update: the merge as a prior (LoopSwitches)
 
 
 @dataclass(frozen=True)
@@ -73,15 +73,16 @@ def run_edit(job: EditJob, *, progress: bool = False, status: Status = _quiet) -
     the cost curve) fails here before any model loads. On transformers the outcomes come
     one file at a time as each is decoded; on vLLM all at once.
     """
+    explicit_floor = job.options.follow_prediction not in (None, MODEL_FLOOR)
     if job.engine == "vllm":
         if job.preset:
             raise InputError("--engine vllm needs --model DIR (a model folder vLLM loads; "
                              "cad_outlines.tools.models.save writes one from a preset)")
         if job.forward_cost_file:
             raise InputError(_NO_COST_ON_VLLM)
-        if job.options.follow_prediction is not None:
+        if explicit_floor:
             raise InputError("--follow-prediction runs on the transformers engine only")
-    if job.options.follow_prediction is not None and job.update is None:
+    if explicit_floor and job.update is None:
         raise InputError("--follow-prediction needs --update (the snippet whose merge it follows)")
     granularity = job.options.granularity
     forced = (check_forced(job.force_program, _read(job.force_program), job.documents, granularity)

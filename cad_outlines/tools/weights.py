@@ -37,6 +37,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..decoding.defaults import check_floor
 from ..errors import InputError, MissingDependencyError
 from .presets import REAL_PRESETS, RealPreset, WheelParts
 
@@ -280,6 +281,23 @@ def adapter_dir(adapter: str) -> Path:
     return folder
 
 
+def adapter_apply_floor(adapter: str | os.PathLike) -> float | None:
+    """The ``follow_prediction`` floor measured for an adapter: ``follow_prediction`` of
+    its folder's ``apply.json`` (written by hand after a ``bench quality`` floor sweep on
+    snippets of files the adapter is not evaluated on), ``None`` without one."""
+    record = Path(adapter) / "apply.json"
+    if not record.is_file():
+        return None
+    try:
+        floor = json.loads(record.read_text())["follow_prediction"]
+        if floor is not None and not isinstance(floor, (int, float)):
+            raise TypeError(f"follow_prediction is {floor!r}, not a number")
+        check_floor(floor)
+    except (ValueError, KeyError, TypeError) as err:  # OptionError is a ValueError
+        raise InputError(f"{record}: not an apply record ({type(err).__name__}: {err})") from None
+    return floor
+
+
 def adapter_prompt_style(adapter: str | os.PathLike) -> str:
     """The prompt style recorded with an adapter: its folder's ``training.json`` (shipped)
     or the ``record.json`` beside it (a ``cad-outlines train`` run); ``"full"`` when none
@@ -347,6 +365,9 @@ def load_real(name: str = "smollm2-135m", *, adapter: str | os.PathLike | None |
         # The prompt layout the adapter was trained on travels with the model, as its
         # generation defaults do; CaDGenerator(prompt_style=None) reads it.
         model.config.cad_prompt_style = adapter_prompt_style(adapter)
+        floor = adapter_apply_floor(adapter)
+        if floor is not None:  # LoopSwitches(follow_prediction="model") reads it
+            model.config.cad_apply_floor = floor
     model.to(target)
     model.eval()
     return model, tokenizer
