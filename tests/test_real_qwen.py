@@ -91,3 +91,21 @@ def test_sampled_programs_of_the_fine_tuned_model_keep_every_guarantee(real_qwen
         gen = cad(model, case.doc, temperature=1.0, seed=seed, max_new_tokens=128)
         result = gen.run(case.meta["instruction"])
         assert check_result(result, gen) == [], (case.id, seed, result.program)
+
+
+def test_the_fine_tuned_model_applies_a_snippet_through_its_recorded_floor(real_qwen):
+    """The adapter's apply.json sets the floor ``apply`` follows the merge at; on the dev
+    snippet the follower once lost (the model extends ``1-1`` to ``1-11`` at the planned
+    copy's close), the default writes the gold file."""
+    from pathlib import Path
+
+    from cad_outlines.language.snippets import update_of
+
+    model = real_qwen(FINE_TUNED)
+    assert model.model.config.cad_apply_floor == 0.001
+    dev = Path(__file__).parent.parent / "docs/bench/quality_v2_qwen/dev_snippets.jsonl"
+    case = next(c for c in map(json.loads, dev.read_text().splitlines()) if c["id"] == "dev_snippets-002")
+    editor = cad(model, case["doc"], max_new_tokens=256)
+    result = editor.run(case["instruction"], prediction=editor.predicted(update_of(case["instruction"])))
+    assert result.document == case["gold"], result.program
+    assert editor.apply(update_of(case["instruction"])) == case["gold"]
