@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["CONSTRUCTOR_OPTIONS", "INSTRUMENTATION_OPTIONS", "Instrumentation", "LOOP_OPTIONS",
            "LoopSwitches", "MODEL_FLOOR", "group_options", "recorded_floor"]
 
+
 def recorded_floor(hf_model: Any) -> float | None:
     """The ``follow_prediction`` floor recorded with a model: ``cad_apply_floor`` of its
     config (the real-weight loader sets it from its adapter's ``apply.json``), else
