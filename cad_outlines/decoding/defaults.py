@@ -12,7 +12,8 @@ from typing import Any
 
 from ..errors import OptionError
 
-__all__ = ["DEFAULT_MAX_NEW_TOKENS", "MODEL_FLOOR", "check_budget", "check_floor", "check_layout", "check_request"]
+__all__ = ["DEFAULT_MAX_NEW_TOKENS", "MODEL_FLOOR", "check_budget", "check_engine_floor", "check_floor",
+           "check_layout", "check_request", "explicit_floor"]
 
 #: Budget of program tokens (decoded + forced; copied tokens are free) unless one is given.
 DEFAULT_MAX_NEW_TOKENS = 2048
@@ -33,6 +34,18 @@ def check_floor(floor: Any) -> None:
     if floor is not None and floor != MODEL_FLOOR and (
             isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 < floor <= 1):
         raise OptionError(f"follow_prediction must be a number in (0, 1], {MODEL_FLOOR!r} or None, got {floor!r}")
+
+
+def explicit_floor(floor: Any) -> bool:
+    """Whether ``follow_prediction`` names a number rather than the default or nothing."""
+    return floor not in (None, MODEL_FLOOR)
+
+
+def check_engine_floor(engine: str, floor: Any) -> None:
+    """vLLM drafts nothing, so it follows nothing: a number there is an :class:`OptionError`
+    (the default, the model's own floor, is quietly unused)."""
+    if engine == "vllm" and explicit_floor(floor):
+        raise OptionError("--follow-prediction runs on the transformers engine only")
 
 
 def check_request(granularity: Any, mode: Any) -> None:

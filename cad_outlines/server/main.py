@@ -7,7 +7,7 @@ import signal
 import socket
 from typing import Any, Callable
 
-from ..decoding.defaults import MODEL_FLOOR
+from ..decoding.defaults import MODEL_FLOOR, check_engine_floor
 from ..errors import InputError, MissingDependencyError
 
 #: How long a graceful shutdown (SIGTERM, Ctrl-C) waits for requests in flight before it
@@ -57,9 +57,8 @@ def serve(model: Any, name: str, *, host: str = "127.0.0.1", port: int = 8000, a
                                      "pip install 'cad-outlines[serve]'") from None
     from .app import create_app
 
+    check_engine_floor(engine, follow_prediction)
     if engine == "vllm":
-        if follow_prediction not in (None, MODEL_FLOOR):  # vLLM drafts nothing, so it follows nothing
-            raise InputError("--follow-prediction runs on the transformers engine only")
         from .vllm_engine import VLLMEngine
 
         backend: Any = VLLMEngine(model, name, max_queue=max_queue, max_tokens=max_tokens, **(engine_args or {}))

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from ..decoding.defaults import DEFAULT_MAX_NEW_TOKENS, MODEL_FLOOR
+from ..decoding.defaults import DEFAULT_MAX_NEW_TOKENS, MODEL_FLOOR, check_engine_floor, explicit_floor
 from ..errors import InputError
 from .diffs import line_summary
 
@@ -73,16 +73,14 @@ def run_edit(job: EditJob, *, progress: bool = False, status: Status = _quiet) -
     the cost curve) fails here before any model loads. On transformers the outcomes come
     one file at a time as each is decoded; on vLLM all at once.
     """
-    explicit_floor = job.options.follow_prediction not in (None, MODEL_FLOOR)
+    check_engine_floor(job.engine, job.options.follow_prediction)
     if job.engine == "vllm":
         if job.preset:
             raise InputError("--engine vllm needs --model DIR (a model folder vLLM loads; "
                              "cad_outlines.tools.models.save writes one from a preset)")
         if job.forward_cost_file:
             raise InputError(_NO_COST_ON_VLLM)
-        if explicit_floor:
-            raise InputError("--follow-prediction runs on the transformers engine only")
-    if explicit_floor and job.update is None:
+    if explicit_floor(job.options.follow_prediction) and job.update is None:
         raise InputError("--follow-prediction needs --update (the snippet whose merge it follows)")
     granularity = job.options.granularity
     forced = (check_forced(job.force_program, _read(job.force_program), job.documents, granularity)
