@@ -86,6 +86,26 @@ def test_follow_prediction_takes_the_predictions_tokens_the_model_does_not_overr
             cad(model, case.doc, follow_prediction=bad)
 
 
+def test_sampling_follows_the_prediction_where_the_model_does_not_overrule_it(tiny_model):
+    """Sampled, the floor decides as greedy does: at a floor no allowed token falls under,
+    every temperature and seed writes the prediction's program; at a floor the model
+    overrules, the sample is its own, valid and the same for the same seed."""
+    from cad_outlines.generate import cad
+
+    model = tiny_model("tiny-qwen")
+    case = next(c for c in load_eval_cases("v2") if c.meta["subset"] == "commit_snippets")
+    instruction = case.meta["instruction"]
+    for seed in (0, 1):
+        followed = cad(model, case.doc, max_new_tokens=1024, follow_prediction=1e-12).run(
+            instruction, prediction=case.gold, temperature=1.0, seed=seed)
+        assert followed.document == case.gold and followed.ops == oracle_program(case.doc, case.gold)
+    runs = [cad(model, case.doc, max_new_tokens=96, follow_prediction=0.5).run(
+        instruction, prediction=case.gold, temperature=1.0, top_p=0.9, seed=7) for _ in range(2)]
+    assert runs[0].program == runs[1].program
+    assert runs[0].document != case.gold  # a random-weight model overrules a 0.5 floor somewhere
+    assert all(1 <= op.start <= op.end <= len(case.doc.split("\n")) for op in runs[0].ops if isinstance(op, Copy))
+
+
 def test_the_floor_recorded_with_the_model_is_the_default(tiny_model):
     """``follow_prediction="model"`` (the default) reads ``cad_apply_floor`` from the
     model's config (the loader sets it from the adapter's ``apply.json``): with one there,
