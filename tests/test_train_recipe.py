@@ -66,3 +66,24 @@ def test_a_curriculum_run_resumes_with_more_steps(tmp_path):
     lrs = [json.loads(line)["lr"] for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert all(0 < lr <= cfg.lr for lr in lrs) and lrs[4] > lrs[-1]  # warm-up, then the longer cosine
     assert record["order_steps"] == 3 and record["config"]["steps"] == 12
+
+
+def test_a_run_stopped_between_checkpoints_logs_each_step_once(tmp_path):
+    """Steps logged after the last checkpoint are trained again on resume: their old rows
+    go, so the log holds one row per step (what docs/models.md sums CPU seconds over)."""
+    import json
+
+    from cad_outlines.bench.quality import load_eval_cases
+    from cad_outlines.training.train import TrainConfig, train
+
+    cases = load_eval_cases()[:4]
+    cfg = TrainConfig(base="tiny-qwen", steps=4, checkpoint_every=2, max_tokens=4096)
+    train(cases, cfg, tmp_path)
+    log = tmp_path / "log.jsonl"
+    state = torch.load(tmp_path / "checkpoint" / "state.pt", weights_only=False)
+    state["step"], state["losses"] = 2, state["losses"][:2]  # as if killed during steps 3-4
+    torch.save(state, tmp_path / "checkpoint" / "state.pt")
+    cfg.steps = 5
+    train(cases, cfg, tmp_path)
+    steps = [json.loads(line)["step"] for line in log.read_text().splitlines()]
+    assert steps == [1, 2, 3, 4, 5]

@@ -230,6 +230,11 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
         sched.load_state_dict(state["sched"])
         step, losses = state["step"], state["losses"]
     log_path = out / "log.jsonl"
+    if log_path.is_file():
+        # steps logged after the last checkpoint are trained again; keep one row per step
+        kept_rows = [line for line in log_path.read_text(encoding="utf-8").splitlines(keepends=True)
+                     if line.strip() and json.loads(line)["step"] <= step]
+        atomic_write(log_path, "".join(kept_rows))
     cpu0 = time.process_time()
     with open(log_path, "a", encoding="utf-8") as log_file:
         while step < cfg.steps:
