@@ -12,7 +12,7 @@ from cad_outlines.errors import CaDError
 
 def _product_modules():
     for info in pkgutil.walk_packages(cad_outlines.__path__, "cad_outlines."):
-        if ".bench" in info.name or info.name.endswith(("__main__", "engines.vllm", "_vllm_processor", "vllm_engine")):
+        if ".bench" in info.name or info.name.endswith(("__main__", "engines.vllm", "_vllm_processor", "_vllm_sessions", "vllm_engine")):
             continue  # bench is not product; the vLLM modules need vllm (checked below by source)
         yield importlib.import_module(info.name)
 

@@ -72,9 +72,13 @@ def _cases() -> list[tuple[str, str]]:
     return cases
 
 
-def test_forced_programs_give_the_hf_documents(family):
+SPLICES = pytest.mark.parametrize("splice", ["request", "session"])
+
+
+@SPLICES
+def test_forced_programs_give_the_hf_documents(family, splice):
     llm, hf_model = family
-    editor = cad_vllm.VLLMEditor(llm, max_new_tokens=4096)
+    editor = cad_vllm.VLLMEditor(llm, max_new_tokens=4096, splice=splice)
     cases = _cases()
     results = cad_vllm.edit_many(editor, [(doc, "edit") for doc, _ in cases],
                                  force_programs=[text for _, text in cases], progress=False)
@@ -87,9 +91,12 @@ def test_forced_programs_give_the_hf_documents(family):
         assert got.ops == want.ops
         assert got.stats.splices == want.stats.splices
         assert got.stats.copied_tokens == want.stats.copied_tokens
-    # The "/> inside new text ended a request early: one request more than splices + 1.
-    stopped_inside_gen = results[1].stats
-    assert stopped_inside_gen.requests == stopped_inside_gen.splices + 2
+    inside_gen = results[1].stats
+    if splice == "request":
+        # The "/> inside new text ended a request early: one request more than splices + 1.
+        assert inside_gen.requests == inside_gen.splices + 2
+    else:  # a session pauses at completed copies only
+        assert all(r.stats.requests == r.stats.splices + 1 for r in results)
 
 
 def test_the_compact_prompt_gives_the_hf_loops_program_and_prompt(family):
@@ -109,7 +116,7 @@ def test_the_compact_prompt_gives_the_hf_loops_program_and_prompt(family):
 
 def test_splices_hit_the_prefix_cache(family):
     llm, _ = family
-    editor = cad_vllm.VLLMEditor(llm, max_new_tokens=4096)
+    editor = cad_vllm.VLLMEditor(llm, max_new_tokens=4096, splice="request")
     doc, text = _cases()[0]
     stats = editor.run(doc + "# a fresh document\n", "edit", force_program=text).stats
     assert stats.requests == 3 and stats.splices == 2
@@ -120,7 +127,29 @@ def test_splices_hit_the_prefix_cache(family):
     assert stats.prompt_tokens_computed < stats.prompt_tokens_cached
 
 
-def test_greedy_matches_the_hf_loop(family):
+def test_a_session_keeps_its_kv_so_only_the_spans_are_prefilled(family):
+    """``splice="session"``: the edit is one resumable request, so no stretch recomputes
+    the context's last partial block or waits for the prefix cache; the spans and the
+    first prompt are all it prefills."""
+    llm, _ = family
+    doc, text = _cases()[0]
+    doc += "# a document no earlier test cached\n"
+    stats = {}
+    for splice in ("request", "session"):
+        llm.reset_prefix_cache()
+        editor = cad_vllm.VLLMEditor(llm, max_new_tokens=4096, splice=splice)
+        result = editor.run(doc, "edit", force_program=text)
+        assert result.document == resolve(program.parse(text), doc, "strict")
+        stats[splice] = result.stats
+    request, session = stats["request"], stats["session"]
+    assert session.requests == request.requests == 3 and session.splices == 2
+    assert session.prompt_tokens_computed == session.prompt_tokens + session.copied_tokens
+    assert session.prompt_tokens_computed < request.prompt_tokens_computed
+    assert len(session.first_token_seconds) == session.requests
+
+
+@SPLICES
+def test_greedy_matches_the_hf_loop(family, splice):
     """Same weights, float32, greedy: the same program token for token.
 
     The transformers loop runs with ``fast_forward=False`` (vLLM has no fast-forward:
@@ -128,7 +157,7 @@ def test_greedy_matches_the_hf_loop(family):
     """
     llm, hf_model = family
     doc = _cases()[3][0]
-    editor = cad_vllm.VLLMEditor(llm, max_new_tokens=40)
+    editor = cad_vllm.VLLMEditor(llm, max_new_tokens=40, splice=splice)
     got = editor.run(doc, "add a docstring")
     want = cad(hf_model, doc, max_new_tokens=40, fast_forward=False,
                draft_tags=False).run("add a docstring")
@@ -138,11 +167,12 @@ def test_greedy_matches_the_hf_loop(family):
     assert got.document == want.document
 
 
-def test_budget_flags_incomplete_programs_as_the_hf_loop(family):
+@SPLICES
+def test_budget_flags_incomplete_programs_as_the_hf_loop(family, splice):
     llm, hf_model = family
     doc, text = _cases()[0]
     budget = 20  # runs out before </program>
-    got = cad_vllm.VLLMEditor(llm, max_new_tokens=budget).run(doc, "edit", force_program=text)
+    got = cad_vllm.VLLMEditor(llm, max_new_tokens=budget, splice=splice).run(doc, "edit", force_program=text)
     want = cad(hf_model, doc, max_new_tokens=budget, fast_forward=False,
                draft_tags=False).run("edit", force_program=text)
     assert not got.complete and got.document is None and got.stats.stopped_early
@@ -152,20 +182,24 @@ def test_budget_flags_incomplete_programs_as_the_hf_loop(family):
     assert got.stats.decoded_tokens == budget
 
 
-@pytest.mark.parametrize("bad", ['<copy lines="5-3"/>', '<copy lines="1-99"/>'])
-def test_index_rules_reject_forced_copies(family, bad):
+@SPLICES
+@pytest.mark.parametrize("bad", ['<copy lines="5-3"/>', '<copy lines="1-99"/>',
+                                 '<copy lines="1-3"/><copy lines="1-99"/>'])
+def test_index_rules_reject_forced_copies(family, bad, splice):
     llm, _ = family
-    editor = cad_vllm.VLLMEditor(llm)
+    editor = cad_vllm.VLLMEditor(llm, splice=splice)
     with pytest.raises(ForcedProgramError, match="rejected by the constraint"):
         editor.run(DOC, "edit", force_program=f"<program>{bad}</program>")
+    assert not llm.llm_engine.has_unfinished_requests()  # nothing left paused in the engine
 
 
-def test_seeded_sampling_is_reproducible(family):
+@SPLICES
+def test_seeded_sampling_is_reproducible(family, splice):
     llm, _ = family
-    editor = cad_vllm.VLLMEditor(llm, max_new_tokens=24, temperature=1.0, seed=7)
+    editor = cad_vllm.VLLMEditor(llm, max_new_tokens=24, temperature=1.0, seed=7, splice=splice)
     first, second = (editor.run(DOC, "edit") for _ in range(2))
     assert first.program == second.program
-    other = cad_vllm.VLLMEditor(llm, max_new_tokens=24, temperature=1.0, seed=8).run(DOC, "edit")
+    other = cad_vllm.VLLMEditor(llm, max_new_tokens=24, temperature=1.0, seed=8, splice=splice).run(DOC, "edit")
     assert other.program != first.program
     assert first.program.startswith(syntax.PROGRAM_OPEN)
 
@@ -197,14 +231,19 @@ def test_async_engine_runs_edits_concurrently(tmp_path):
                          config=HEADS)
     engine = cad_vllm.load(str(folder), async_engine=True, **ENGINE)
     try:
-        editor = cad_vllm.VLLMEditor(engine, max_new_tokens=4096)
         cases = (_cases()[:3] * 3)[:8]
-        results = cad_vllm.edit_many(editor, [(doc, f"edit {k}") for k, (doc, _) in enumerate(cases)],
-                                     force_programs=[text for _, text in cases], progress=False)
-        for (doc, text), got in zip(cases, results):
-            assert got.document == resolve(program.parse(text), doc, "strict")
-            assert len(got.stats.first_token_seconds) == got.stats.requests
-        assert sum(r.stats.splice_cached_tokens for r in results) > 0
+        edits = [(doc, f"edit {k}") for k, (doc, _) in enumerate(cases)]
+        forced = [text for _, text in cases]
+
+        # Two synchronous batches on one AsyncLLM: the second must find the engine's output
+        # handler alive (it lives in the event loop of the engine's first request).
+        for splice in ("request", "session"):
+            editor = cad_vllm.VLLMEditor(engine, max_new_tokens=4096, splice=splice)
+            results = cad_vllm.edit_many(editor, edits, force_programs=forced, progress=False)
+            for (doc, text), got in zip(cases, results):
+                assert got.document == resolve(program.parse(text), doc, "strict")
+                assert len(got.stats.first_token_seconds) == got.stats.requests
+            assert sum(r.stats.splice_cached_tokens for r in results) > 0
     finally:
         engine.shutdown()
 
@@ -216,9 +255,10 @@ def test_outlines_vllm_offline_model_is_accepted(family):
     assert editor.run(DOC, "edit", force_program=PROGRAMS[2]).document == DOC
 
 
-def test_token_granularity_forced_oracle_matches_hf(family):
+@SPLICES
+def test_token_granularity_forced_oracle_matches_hf(family, splice):
     llm, hf_model = family
-    editor = cad_vllm.VLLMEditor(llm, granularity="tokens", max_new_tokens=4096)
+    editor = cad_vllm.VLLMEditor(llm, granularity="tokens", max_new_tokens=4096, splice=splice)
     a = editor.adapter
     doc, gold = DOC, DOC.replace("value_10 = 100", "value_10 = 'ten'")
     ops = oracle.oracle_tokens(a.document_ids(doc), a.document_ids(gold), min_span=4,
@@ -293,3 +333,22 @@ def test_the_editor_checks_sampling_like_the_loop_and_refuses_what_it_cannot_hon
         with pytest.raises(OptionError, match=message):
             CaDGenerator.for_tokenizer(object(), "a\n", object(), **options)
 
+
+
+def test_bench_serve_runs_every_row_on_a_tiny_model(tmp_path):
+    """``bench serve`` end to end (both engines, every row, the report), two small edits:
+    the benchmark's own code paths, not its numbers."""
+    from cad_outlines.bench.serve import ServeConfig, run_serve
+    from cad_outlines.bench.serve_report import format_serve
+
+    from testdata import CORPUS_SAMPLE
+
+    folder = models.save("tiny-qwen", tmp_path / "tiny-qwen", tokenizer_root=TOKENIZERS, config=HEADS)
+    record = run_serve(ServeConfig(model=str(folder), corpus=str(CORPUS_SAMPLE), edits=2,
+                                   max_doc_chars=1500, dtype="float32", kv_cache_gib=0.25, max_model_len=8192))
+    runs = record["runs"]
+    for name in ("regen", "cad", "cad-session"):
+        assert runs[name]["exact_match"] == 2, name  # every row forced or teacher-forced the gold
+    assert runs["cad-session"]["requests"] == runs["cad-session"]["splices"] + 2
+    assert runs["cad-session"]["prefill_computed"] < runs["cad"]["prefill_computed"]
+    assert "one session per edit" in format_serve(record)

@@ -10,8 +10,11 @@ caching) and run to the end, in one process, in this order:
     (:meth:`~cad_outlines.engines.vllm.VLLMEditor.regenerate_many`).
 ``cad``
     Copy-as-Decode on vLLM with the oracle program forced
-    (:meth:`~cad_outlines.engines.vllm.VLLMEditor.run_many`): one request per stretch of
-    program, each splice a prefix-cached continuation.
+    (:meth:`~cad_outlines.engines.vllm.VLLMEditor.run_many`, ``splice="request"``): one
+    request per stretch of program, each splice a prefix-cached continuation.
+``cad-session``
+    The same with ``splice="session"``: one resumable request per edit, each span
+    appended to the KV the request kept (where this vLLM has streaming-input sessions).
 ``ngram``
     Regeneration with vLLM's n-gram (prompt-lookup) speculative decoding, the peer a vLLM
     user would pick. Speculation is an engine-wide setting and vLLM 0.32 refuses custom
@@ -186,7 +189,9 @@ def run_serve(cfg: ServeConfig) -> dict[str, Any]:
     clock = time.perf_counter()
     llm = cad_vllm.load(cfg.model, **engine_args)
     startup["cad_engine"] = time.perf_counter() - clock
-    editor = cad_vllm.VLLMEditor(llm, max_new_tokens=cfg.max_model_len)
+    editor = cad_vllm.VLLMEditor(llm, max_new_tokens=cfg.max_model_len, splice="request")
+    sessions = (cad_vllm.VLLMEditor(llm, max_new_tokens=cfg.max_model_len, splice="session")
+                if cad_vllm.sessions_supported() else None)
     adapter = editor.adapter
     golds = [adapter.encode(c.gold) for c in cases]
     # n-gram speculation gets regeneration's plain prompt (the file as it is): in the
@@ -195,22 +200,25 @@ def run_serve(cfg: ServeConfig) -> dict[str, Any]:
     # Warm-up (not timed): the first requests pay one-off costs (grammar and kernel set-up).
     editor.run_many(edits[:1], force_programs=programs[:1], progress=False)
     editor.regenerate_many(edits[:1], targets=[cases[0].gold], progress=False)
+    if sessions is not None:
+        sessions.run_many(edits[:1], force_programs=programs[:1], progress=False)
 
     runs: dict[str, Any] = {}
-    for name in ("regen", "cad"):
+    for name in ("regen", "cad", "cad-session")[:3 if sessions is not None else 2]:
         llm.reset_prefix_cache()
         clock = time.perf_counter()
         if name == "regen":
             results = editor.regenerate_many(edits, targets=[c.gold for c in cases], progress=False)
         else:
-            results = editor.run_many(edits, force_programs=programs, progress=False)
+            results = (editor if name == "cad" else sessions).run_many(edits, force_programs=programs,
+                                                                        progress=False)
         wall = time.perf_counter() - clock
         runs[name] = _summarise(results, cases, golds, wall)
     # The splices of the first edit again, one request at a time, to split a continuation's
     # first-token time into its parts (see splice_probe).
     probe = splice_probe(llm, editor, edits[0], programs[0])
     _shutdown(llm)
-    del llm, editor
+    del llm, editor, sessions
     gc.collect()
 
     # n-gram speculation is engine-wide and excludes the CaD processor: a second engine.

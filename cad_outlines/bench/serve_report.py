@@ -33,18 +33,25 @@ def format_serve(record: dict[str, Any]) -> str:
     ]
     edits = record["config"]["edits"]
     spec = _ngram_setting(record["config"])
+    session = runs.get("cad-session")  # records before sessions have none
+    columns = [regen, ngram, gold, cad] + ([session] if session else [])
     lines = [f"| {edits} concurrent edits | regen | n-gram spec. {spec} (the model's own text) | "
-             f"n-gram spec. {spec} on gold (replay, priced) | cad |", "|---|---:|---:|---:|---:|"]
+             f"n-gram spec. {spec} on gold (replay, priced) | cad (a request per splice) |"
+             + (" cad (one session per edit) |" if session else ""),
+             "|---|" + "---:|" * len(columns)]
     for label, fmt, key in rows:
-        cells = [fmt.format(run[key]) if run.get(key) is not None else "-" for run in (regen, ngram, gold, cad)]
+        cells = [fmt.format(run[key]) if run.get(key) is not None else "-" for run in columns]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines.append("")
-    speed = cad["gold_tokens_per_second"]
-    lines.append(f"CaD gold-token throughput: {speed / regen['gold_tokens_per_second']:.2f}x regeneration, "
-                 f"{speed / ngram['gold_tokens_per_second']:.2f}x n-gram speculation {spec} (the model's own text), "
-                 f"{speed / gold['gold_tokens_per_second']:.2f}x n-gram speculation replayed on the gold; "
-                 f"p50 latency {cad['latency_p50']:.1f} s vs {regen['latency_p50']:.1f} / "
-                 f"{ngram['latency_p50']:.1f} / {gold['latency_p50']:.1f} s.")
+    for name, run in (("CaD, a request per splice", cad), ("CaD, one session per edit", session)):
+        if not run:
+            continue
+        speed = run["gold_tokens_per_second"]
+        lines.append(f"{name}: gold-token throughput {speed / regen['gold_tokens_per_second']:.2f}x regeneration, "
+                     f"{speed / ngram['gold_tokens_per_second']:.2f}x n-gram speculation {spec} (the model's own text), "
+                     f"{speed / gold['gold_tokens_per_second']:.2f}x n-gram speculation replayed on the gold; "
+                     f"p50 latency {run['latency_p50']:.1f} s vs {regen['latency_p50']:.1f} / "
+                     f"{ngram['latency_p50']:.1f} / {gold['latency_p50']:.1f} s.")
     model = gold["step_model"]
     lines.append(f"Replay priced with the n-gram run's decode steps: {1000 * model['intercept_seconds']:.0f} ms "
                  f"+ {1000 * model['seconds_per_token']:.2f} ms per scheduled token (R² {model['r2']:.2f}, "
@@ -86,18 +93,20 @@ def plot_serve(record: dict[str, Any], path: str) -> None:
     plt = _common.pyplot()
     runs = record["runs"]
     spec = _ngram_setting(record["config"])
-    labels = ["regen", f"n-gram\n{spec}\n(own text)", f"n-gram\n{spec}\n(gold, replay)", "CaD"]
-    colors = ["tab:grey", "tab:blue", "lightsteelblue", "tab:red"]
+    names = list(RUNS) + (["cad-session"] if "cad-session" in runs else [])
+    labels = ["regen", f"n-gram\n{spec}\n(own text)", f"n-gram\n{spec}\n(gold, replay)", "CaD\n(request\nper splice)",
+              "CaD\n(session\nper edit)"][:len(names)]
+    colors = ["tab:grey", "tab:blue", "lightsteelblue", "tab:red", "darkred"][:len(names)]
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
-    speeds = [runs[name]["gold_tokens_per_second"] for name in RUNS]
-    left.bar(range(4), speeds, color=colors, hatch=["", "", "//", ""])
+    speeds = [runs[name]["gold_tokens_per_second"] for name in names]
+    left.bar(range(len(names)), speeds, color=colors, hatch=["", "", "//", "", ""][:len(names)])
     left.set_ylabel("gold tokens / s")
     for axis in (left, right):
-        axis.set_xticks(range(4), labels, fontsize=7)
+        axis.set_xticks(range(len(names)), labels, fontsize=7)
         axis.grid(axis="y", alpha=0.3)
     width = 0.38
     for offset, key, alpha in ((-width / 2, "latency_p50", 1.0), (width / 2, "latency_p95", 0.5)):
-        right.bar([i + offset for i in range(4)], [runs[name][key] for name in RUNS], width,
+        right.bar([i + offset for i in range(len(names))], [runs[name][key] for name in names], width,
                   color=colors, alpha=alpha, label=key.split("_")[1])
     right.set_ylabel("latency per edit, s")
     right.legend(fontsize=7)

@@ -13,6 +13,12 @@ must produce (teacher forcing, checked against the constraint), and a request wi
 The arguments are plain data (ints, lists), because vLLM may ship them to an engine
 process.
 
+A request of a streaming session (``pause``: the splice keeps one request alive) ends
+its stretch itself: once a copy completes, it allows only end-of-sequence, which vLLM
+samples and discards while it computes the copy tag's last token; the driver then
+appends the copied span to the same request. ``keep_going`` lists the copies whose span
+is empty (a document's empty last line): there is nothing to append, so no pause.
+
 When the constraint cannot go on (a forced token it rejects, a dead end), the processor
 allows only the end-of-sequence token: the request ends and the driver reports it.
 An exception here would take the whole engine down, not just one request.
@@ -29,6 +35,7 @@ from vllm.v1.sample.logits_processor import AdapterLogitsProcessor
 from ..decoding.compiling import CompiledGrammar, compile_grammar
 from ..decoding.constraint import ProgramConstraint
 from ..decoding.document import copy_indices
+from ..language.program import Copy, CopyTokens
 
 #: The key of a CaD request's arguments in ``SamplingParams.extra_args``.
 EXTRA_KEY = "cad"
@@ -101,6 +108,9 @@ class _RequestConstraint:
         self.force: list[int] | None = args.get("force")
         self.seen = 0
         self.failed = False
+        self.pause = bool(args.get("pause"))
+        self.keep_going = {tuple(pair) for pair in args.get("keep_going", ())}
+        self.paused = False
         if self.constraint is not None:
             try:
                 self.constraint.advance(args["replay"])
@@ -111,11 +121,14 @@ class _RequestConstraint:
         constraint = self.constraint
         if constraint is not None and not self.failed and len(output_ids) > self.seen:
             try:
-                constraint.advance(output_ids[self.seen:])
+                ops = constraint.advance(output_ids[self.seen:])
             except ValueError:
                 self.failed = True
+            else:
+                self.paused = self.paused or (self.pause and any(
+                    isinstance(op, (Copy, CopyTokens)) and (op.start, op.end) not in self.keep_going for op in ops))
             self.seen = len(output_ids)
-        if self.failed or (constraint is not None and constraint.done):
+        if self.failed or self.paused or (constraint is not None and constraint.done):
             return self._only_eos(logits)
         allowed = constraint.allowed(logits.shape[-1]) if constraint is not None else None
         if self.force is not None:

@@ -1,4 +1,4 @@
-"""Copy-as-Decode on vLLM: a splice is a prefix-cached continuation request.
+"""Copy-as-Decode on vLLM: a splice appends the copied span to the request's KV cache.
 
 vLLM owns sampling and the KV cache, so this is a driver of its own (the transformers
 loop in :mod:`cad_outlines.decoding.generator` stays the one loop for transformers). It shares
@@ -18,7 +18,13 @@ requests. A request stops at a copy tag's close (stop string ``"/>``) or at
 ``</program>``; the next one's prompt is the previous context plus its output plus the
 adapter's ids of the copied span: the splice layout of the transformers path. vLLM's
 automatic prefix caching finds the previous context in its KV cache, so only the span
-(and the last, partial block) is prefilled.
+(and the last, partial block) is prefilled. That is ``splice="request"``.
+
+``splice="session"`` (where vLLM has streaming-input sessions, 0.32 on) keeps one
+request alive per edit: the logits processor ends each stretch after a completed
+copy with end-of-sequence, which vLLM samples and discards, and the span is the
+session's next input, appended to the KV the request kept. No stop strings, no new
+request, no partial block computed again (:mod:`cad_outlines.engines._vllm_sessions`).
 
 Concurrency: with an ``LLM`` the driver steps the engine itself and submits each
 continuation as soon as its predecessor finishes, so many edits share every forward
@@ -36,9 +42,12 @@ Examples
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 import itertools
 import os
 import time
+import weakref
 from typing import Any, Literal, Sequence
 
 from ..errors import MissingDependencyError
@@ -51,27 +60,29 @@ except ImportError as err:  # pragma: no cover - depends on the environment
         "cad_outlines.engines.vllm needs vLLM; install it with "
         "`pip install 'cad-outlines[vllm]'` (CPU: see scripts/vllm_venv.sh)") from err
 
-from ..language import program, syntax
 from ..adapters import Adapter, get_adapter, load_tokenizer
-from ..decoding.compiling import compile_grammar
-from ..decoding.constraint import ProgramConstraint
-from ..decoding.document import DocumentView
 from ..decoding.prompts import style_for
 from ..decoding.sampler import OptionError, SamplingOptions
 from ..decoding.defaults import DEFAULT_MAX_NEW_TOKENS, check_budget, check_layout, check_request
-from ..decoding.forcing import forced_ids, forced_rejected
 from ..decoding.results import CaDResult, IncompleteProgramError
 from ..language.grammar import Granularity
 from ..language.program import Op
 from ._vllm_processor import EXTRA_KEY, CaDLogitsProcessor
 from ..errors import EngineSetupError, ResolveError
+from ._vllm_sessions import EditSession, RegenSession, Splice, add_session_input
 from ._vllm_stats import VLLMStats
 
-__all__ = ["CaDLogitsProcessor", "EngineSetupError", "VLLMEditor", "VLLMStats", "aedit_many",
-           "edit_many", "load"]
+__all__ = ["EXTRA_KEY", "CaDLogitsProcessor", "EngineSetupError", "VLLMEditor", "VLLMStats", "aedit_many",
+           "edit_many", "load", "sessions_supported"]
 
-#: What ends one request: a copy tag's close (a splice follows) or the program's end.
-STOP_STRINGS = [syntax.COPY_CLOSE, syntax.PROGRAM_CLOSE]
+
+
+def sessions_supported() -> bool:
+    """Whether this vLLM keeps a request alive across new input (streaming-input
+    sessions, ``resumable`` requests: vLLM 0.32 has them)."""
+    from vllm.v1.engine.input_processor import InputProcessor
+
+    return "resumable" in inspect.signature(InputProcessor.process_inputs).parameters
 
 
 def load(model: str, *, async_engine: bool = False, **engine_kwargs: Any) -> "LLM | AsyncLLM":
@@ -134,6 +145,14 @@ class VLLMEditor:
     prompt_style
         The prompt's layout, as for the transformers engine; ``None``: the model's own
         (``cad_prompt_style`` in its config, else ``"full"``).
+    splice
+        How a copied span enters the KV cache. ``"request"``: each splice is a new,
+        prefix-cached continuation request. ``"session"``: the edit is one resumable
+        request (a vLLM streaming-input session) that pauses at each copy's close and
+        takes the span as its next input, keeping its KV blocks (vLLM 0.32 on).
+        ``None``: ``"request"``, the longer-proven path; on a CPU the two measured the
+        same (docs/serving.md), since there the copied spans' prefill, not the request,
+        is what a splice costs.
 
     Raises
     ------
@@ -144,11 +163,16 @@ class VLLMEditor:
     def __init__(self, engine: Any, *, granularity: Granularity = "lines",
                  max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, temperature: float = 0.0, top_p: float = 1.0,
                  seed: int | None = None, mode: Literal["strict", "clipped"] = "strict",
-                 adapter: str | Adapter | None = None, prompt_style: str | None = None, **sampling: Any):
+                 adapter: str | Adapter | None = None, prompt_style: str | None = None,
+                 splice: Splice | None = None, **sampling: Any):
         # The loop's checks and messages (granularity, mode, budget, sampling); then refuse what this driver cannot honour (the
         # transformers loop applies these after the mask; here vLLM's sampler would not).
         check_request(granularity, mode)
         check_budget(max_new_tokens)
+        if splice not in (None, "request", "session"):
+            raise OptionError(f"splice must be 'request', 'session' or None, got {splice!r}")
+        if splice == "session" and not sessions_supported():
+            raise EngineSetupError("splice='session' needs a vLLM with streaming-input sessions (0.32 or later)")
         options = SamplingOptions(temperature=temperature, top_p=top_p, seed=seed, **sampling)
         unsupported = [name for name in sampling if getattr(options, name) != getattr(SamplingOptions(), name)]
         if unsupported:
@@ -177,6 +201,8 @@ class VLLMEditor:
         config = engine.llm_engine.vllm_config if isinstance(engine, LLM) else engine.vllm_config
         self.block_size: int = config.cache_config.block_size
         self.prompt_style = style_for(prompt_style, engine.model_config.hf_config, granularity)
+        #: How spans enter the KV cache (see the ``splice`` parameter).
+        self.splice: Splice = splice or "request"
         self._ids = itertools.count()
 
     # -- public API -------------------------------------------------------------------
@@ -200,7 +226,7 @@ class VLLMEditor:
         """:meth:`run` on an ``AsyncLLM``, as a coroutine."""
         if not isinstance(self.engine, AsyncLLM):
             raise EngineSetupError("arun needs an AsyncLLM engine; use run() with an LLM")
-        return await self._adrive(_Session(self, document, instruction, force_program))
+        return await self._adrive(EditSession(self, document, instruction, force_program))
 
     def run_many(self, edits: Sequence[tuple[str, str]], *,
                  force_programs: Sequence[str | Sequence[Op] | None] | None = None,
@@ -239,9 +265,9 @@ class VLLMEditor:
         return await self._adrive_all(self._sessions(edits, force_programs), progress, return_exceptions)
 
     def _sessions(self, edits: Sequence[tuple[str, str]],
-                  force_programs: Sequence[str | Sequence[Op] | None] | None) -> list["_Session"]:
+                  force_programs: Sequence[str | Sequence[Op] | None] | None) -> list["EditSession"]:
         forced = _per_edit(force_programs, edits, "forced programs")
-        return [_Session(self, doc, instruction, force) for (doc, instruction), force in zip(edits, forced)]
+        return [EditSession(self, doc, instruction, force) for (doc, instruction), force in zip(edits, forced)]
 
     def regenerate_many(self, edits: Sequence[tuple[str, str]], *,
                         targets: Sequence[str | None] | None = None,
@@ -267,40 +293,51 @@ class VLLMEditor:
         """
         check_layout(layout)
         forced = _per_edit(targets, edits, "targets")
-        return self._drive([_RegenSession(self, doc, instruction, target, layout)
+        return self._drive([RegenSession(self, doc, instruction, target, layout)
                             for (doc, instruction), target in zip(edits, forced)], progress)
 
     # -- transports -------------------------------------------------------------------
 
-    def _drive(self, sessions: list["_Session | _RegenSession"], progress: bool,
+    def _drive(self, sessions: list["EditSession | RegenSession"], progress: bool,
                return_exceptions: bool = False) -> list[Any]:
         if isinstance(self.engine, AsyncLLM):
-            return _run_coroutine(self._adrive_all(sessions, progress, return_exceptions))
+            return _run_coroutine(self._adrive_all(sessions, progress, return_exceptions), self.engine)
         self._step_loop(sessions, progress)
         return [_result(session, return_exceptions) for session in sessions]
 
-    def _step_loop(self, sessions: list["_Session | _RegenSession"], progress: bool) -> None:
+    def _step_loop(self, sessions: list["EditSession | RegenSession"], progress: bool) -> None:
         """Drive an offline ``LLM``: each session's next request enters as its last ends."""
         engine = self.engine.llm_engine
-        live: dict[str, tuple[_Session | _RegenSession, str, float]] = {}  # id -> session, other id, submitted
+        live: dict[str, tuple[EditSession | RegenSession, str, float]] = {}  # id -> session, other id, submitted
+        open_sessions: set[str] = set()  # resumable requests alive in the engine, running or paused
         first: dict[str, float] = {}
         bar = _progress(len(sessions), progress)
 
-        def submit(session: _Session | _RegenSession) -> None:
+        def submit(session: EditSession | RegenSession) -> None:
             request = session.next_request()
+            rid = getattr(session, "rid", None)
             if request is None:
+                if rid in open_sessions:  # a paused session waits for input that will not come: free it
+                    open_sessions.discard(rid)
+                    engine.abort_request([rid], internal=True)
                 bar.update(1)
                 return
             prompt, params = request
-            rid = self._request_id()
             start = time.perf_counter()
+            if isinstance(session, EditSession) and session.splice == "session":
+                session.rid = rid = rid or self._request_id()
+                open_sessions.add(rid)
+                add_session_input(engine, rid, prompt, params)
+                live[rid] = (session, rid, start)
+                return
+            rid = self._request_id()
             assigned = engine.add_request(rid, {"prompt_token_ids": prompt}, params)
             live[rid] = (session, assigned, start)
             live[assigned] = (session, rid, start)
 
-        for session in sessions:
-            submit(session)
         try:
+            for session in sessions:
+                submit(session)
             while engine.has_unfinished_requests():
                 for output in engine.step():
                     if output.request_id not in live:
@@ -310,7 +347,7 @@ class VLLMEditor:
                     if output.request_id not in first and output.outputs and output.outputs[0].token_ids:
                         first[output.request_id] = now
                         session.stats.first_token_seconds.append(now - start)
-                    if not output.finished:
+                    if not session.take(output):
                         continue
                     session.stats.decode_seconds += now - first.pop(output.request_id, now)
                     live.pop(output.request_id)
@@ -318,17 +355,21 @@ class VLLMEditor:
                     session.feed(output)
                     submit(session)
         except BaseException:
-            engine.abort_request(list(live), internal=False)
+            # Whatever stopped the loop (a forced program rejected, an interrupt), nothing of
+            # it may stay in the engine: a paused session would keep it busy forever.
+            engine.abort_request(sorted(set(live) | open_sessions), internal=False)
             raise
         finally:
             bar.close()
 
-    async def _adrive(self, session: "_Session | _RegenSession") -> CaDResult:
+    async def _adrive(self, session: "EditSession | RegenSession") -> CaDResult:
         """Drive one session on an ``AsyncLLM``: its requests one after another."""
         await self._adrive_requests(session)
         return session.result()
 
-    async def _adrive_requests(self, session: "_Session | _RegenSession") -> None:
+    async def _adrive_requests(self, session: "EditSession | RegenSession") -> None:
+        if isinstance(session, EditSession) and session.splice == "session":
+            return await self._adrive_session(session)
         while (request := session.next_request()) is not None:
             prompt, params = request
             start = time.perf_counter()
@@ -342,11 +383,44 @@ class VLLMEditor:
             session.stats.decode_seconds += time.perf_counter() - (first or start)
             session.feed(final)
 
-    async def _adrive_all(self, sessions: list["_Session | _RegenSession"],
+    async def _adrive_session(self, session: "EditSession") -> None:
+        """One edit as one streaming-input request: each span is the session's next input."""
+        from vllm.engine.protocol import StreamingInput
+
+        request = session.next_request()
+        if request is None:
+            return
+        inputs: asyncio.Queue[tuple[list[int], SamplingParams]] = asyncio.Queue()
+        inputs.put_nowait(request)
+
+        async def stream() -> Any:
+            while True:
+                prompt, params = await inputs.get()
+                yield StreamingInput({"prompt_token_ids": prompt}, params)
+
+        start, first = time.perf_counter(), None
+        # Closing the generator (the edit is over, or feed raised) aborts the request in vLLM.
+        async with contextlib.aclosing(self.engine.generate(stream(), request[1],
+                                                            request_id=self._request_id())) as outputs:
+            async for output in outputs:
+                now = time.perf_counter()
+                if first is None and output.outputs and output.outputs[0].token_ids:
+                    first = now
+                    session.stats.first_token_seconds.append(now - start)
+                if not session.take(output):
+                    continue
+                session.stats.decode_seconds += now - (first or now)
+                session.feed(output)
+                if (request := session.next_request()) is None:
+                    break
+                inputs.put_nowait(request)
+                start, first = now, None
+
+    async def _adrive_all(self, sessions: list["EditSession | RegenSession"],
                           progress: bool, return_exceptions: bool = False) -> list[Any]:
         bar = _progress(len(sessions), progress)
 
-        async def one(session: _Session | _RegenSession) -> Any:
+        async def one(session: EditSession | RegenSession) -> Any:
             await self._adrive_requests(session)
             bar.update(1)
             return _result(session, return_exceptions)
@@ -358,163 +432,6 @@ class VLLMEditor:
 
     def _request_id(self) -> str:
         return f"cad-{os.getpid()}-{next(self._ids)}"
-
-
-class _Session:
-    """One edit's chain of requests: the state that continues from one to the next."""
-
-    def __init__(self, editor: VLLMEditor, document: str, instruction: str,
-                 force_program: str | Sequence[Op] | None):
-        self.editor = editor
-        self.adapter = adapter = editor.adapter
-        self.document = document
-        self.granularity = editor.granularity
-        self.view = DocumentView(document, adapter, self.granularity)
-        self.upper = self.view.upper
-        # The driver's own copy of the constraint reads the ops and the text; the
-        # engine-side copy (in CaDLogitsProcessor) masks.
-        self.constraint = ProgramConstraint(
-            compile_grammar(adapter.tokenizer, self.upper, self.granularity), self.view.indices)
-        prompt = adapter.prompt_ids(document, instruction, self.granularity, style=editor.prompt_style)
-        self.context: list[int] = list(prompt)
-        self.program_ids: list[int] = []
-        self.forced: list[int] | None = None
-        if force_program is not None:
-            text = force_program if isinstance(force_program, str) else program.render(force_program)
-            self.forced = forced_ids(adapter, text)
-        self.stats = VLLMStats(prompt_tokens=len(prompt))
-        self._start = time.perf_counter()
-        self._previous_context = 0  # tokens whose KV the last request computed
-        self._over = False
-
-    def next_request(self) -> tuple[list[int], SamplingParams] | None:
-        """The next request's prompt ids and parameters; ``None`` when the edit is over."""
-        if self._over or self.constraint.done:
-            return self._finish()
-        budget = self.editor.max_new_tokens - len(self.program_ids)
-        if budget <= 0:
-            self.stats.stopped_early, self.stats.stop_reason = True, "max_new_tokens"
-            return self._finish()
-        args: dict[str, Any] = {"upper": self.upper, "granularity": self.granularity,
-                                "replay": list(self.program_ids), "eos": self.adapter.eos_token_id}
-        if self.view.inside:  # the engine-side constraint keeps token copies whole characters too
-            args["inside"] = self.view.inside
-        if self.forced is not None:
-            args["force"] = self.forced[len(self.program_ids):]
-        editor = self.editor
-        sampling = editor.sampling
-        seed = None if sampling.seed is None else sampling.seed + self.stats.requests
-        params = SamplingParams(
-            max_tokens=budget, temperature=sampling.temperature, top_p=sampling.top_p, seed=seed,
-            stop=STOP_STRINGS, include_stop_str_in_output=True,
-            stop_token_ids=[self.adapter.eos_token_id], extra_args={EXTRA_KEY: args})
-        return list(self.context), params
-
-    def feed(self, output: Any) -> None:
-        """Take a finished request's output: advance the program, splice completed copies."""
-        stats = self.stats
-        cached = output.num_cached_tokens or 0
-        prompt_len = len(output.prompt_token_ids) if output.prompt_token_ids is not None else len(self.context)
-        if stats.requests == 0:
-            stats.prefill_seconds = (stats.first_token_seconds[0] if stats.first_token_seconds
-                                     else time.perf_counter() - self._start)
-        else:
-            stats.splice_reusable_tokens += self._previous_context
-            block = self.editor.block_size
-            stats.splice_reusable_block_tokens += self._previous_context // block * block
-            stats.splice_cached_tokens += cached
-            stats.splice_computed_tokens += prompt_len - cached
-        stats.requests += 1
-        stats.prompt_tokens_cached += cached
-        stats.prompt_tokens_computed += prompt_len - cached
-        ids = list(output.outputs[0].token_ids)
-        stats.forward_passes += len(ids)
-        ended = bool(ids) and ids[-1] == self.adapter.eos_token_id
-        if ended:
-            ids.pop()
-        clock = time.perf_counter()
-        new_ops = self.constraint.advance(ids)
-        stats.constraint_seconds += time.perf_counter() - clock
-        self.program_ids += ids
-        self.context += ids
-        stats.decoded_tokens += len(ids)
-        self._previous_context = len(self.context) - 1  # the last sampled token has no KV yet
-        self.view.splice(new_ops, self.context, stats)
-        if ended and not self.constraint.done:
-            # The processor allowed only end-of-sequence: the constraint could not go on.
-            self._over = True
-            if self.forced is not None:
-                raise forced_rejected(self.constraint.text)
-
-    def _finish(self) -> None:
-        """Mark the edit over: its latency ends here (not when the last edit ends)."""
-        if not self.stats.total_seconds:
-            self.stats.total_seconds = time.perf_counter() - self._start
-        return None
-
-    def result(self) -> CaDResult:
-        """The edit's :class:`~cad_outlines.decoding.generator.CaDResult` (document None if incomplete)."""
-        complete = self.constraint.done
-        document = None
-        if complete:
-            document = self.view.resolve(self.constraint.ops, self.editor.mode)
-        self._finish()
-        return CaDResult(document, self.constraint.text, list(self.constraint.ops), complete, self.stats)
-
-
-class _RegenSession:
-    """The regeneration baseline: one unconstrained request per edit (``_Session``'s interface)."""
-
-    def __init__(self, editor: VLLMEditor, document: str, instruction: str, target: str | None,
-                 layout: str = "plain"):
-        self.editor = editor
-        self.adapter = adapter = editor.adapter
-        prompt = (adapter.plain_prompt_ids(document, instruction, editor.prompt_style) if layout == "plain" else
-                  adapter.prompt_ids(document, instruction, editor.granularity, style=editor.prompt_style))
-        self.prompt = prompt
-        eos = adapter.eos_token_id
-        self.forced = adapter.encode(target) + [eos] if target is not None else None
-        self.stats = VLLMStats(prompt_tokens=len(prompt))
-        self.text: str | None = None
-        self._ended = False
-        self._start = time.perf_counter()
-
-    def next_request(self) -> tuple[list[int], SamplingParams] | None:
-        if self.stats.requests:
-            if not self.stats.total_seconds:
-                self.stats.total_seconds = time.perf_counter() - self._start
-            return None
-        editor, eos = self.editor, self.adapter.eos_token_id
-        budget = len(self.forced) if self.forced is not None else editor.max_new_tokens
-        extra = {EXTRA_KEY: {"eos": eos, "force": self.forced}} if self.forced is not None else None
-        sampling = editor.sampling
-        params = SamplingParams(max_tokens=budget, temperature=sampling.temperature, top_p=sampling.top_p,
-                                seed=sampling.seed, stop_token_ids=[eos], extra_args=extra)
-        return list(self.prompt), params
-
-    def feed(self, output: Any) -> None:
-        stats = self.stats
-        cached = output.num_cached_tokens or 0
-        stats.requests += 1
-        stats.prefill_seconds = (stats.first_token_seconds[0] if stats.first_token_seconds
-                                 else time.perf_counter() - self._start)
-        stats.prompt_tokens_cached += cached
-        stats.prompt_tokens_computed += len(self.prompt) - cached
-        ids = list(output.outputs[0].token_ids)
-        stats.forward_passes += len(ids)
-        self._ended = bool(ids) and ids[-1] == self.adapter.eos_token_id
-        if self._ended:
-            ids.pop()
-        stats.decoded_tokens += len(ids)
-        stats.stopped_early = not self._ended
-        stats.stop_reason = "" if self._ended else "max_new_tokens"
-        self.text = self.adapter.decode(ids)
-
-    def result(self) -> CaDResult:
-        if not self.stats.total_seconds:
-            self.stats.total_seconds = time.perf_counter() - self._start
-        text = self.text or ""
-        return CaDResult(text if self._ended else None, text, [], self._ended, self.stats)
 
 
 def edit_many(editor: VLLMEditor, edits: Sequence[tuple[str, str]], *,
@@ -539,7 +456,7 @@ async def aedit_many(editor: VLLMEditor, edits: Sequence[tuple[str, str]], *,
                                   return_exceptions=return_exceptions)
 
 
-def _result(session: "_Session | _RegenSession", return_exceptions: bool) -> Any:
+def _result(session: "EditSession | RegenSession", return_exceptions: bool) -> Any:
     """The session's result; with ``return_exceptions``, its ResolveError instead of raising it."""
     try:
         return session.result()
@@ -563,10 +480,23 @@ def _progress(total: int, enabled: bool) -> Any:
     return tqdm(total=total, desc="edits", unit="edit", disable=not enabled or total <= 1)
 
 
-def _run_coroutine(coroutine: Any) -> Any:
+def _run_coroutine(coroutine: Any, engine: Any) -> Any:
+    """Run ``coroutine`` to the end on ``engine``'s own event loop.
+
+    An ``AsyncLLM`` starts its output handler in the loop of its first request and keeps
+    it there, so every later call must run in that same loop (a fresh ``asyncio.run`` per
+    call would leave the handler in a closed loop: the second batch of edits would hang).
+    """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coroutine)
+        loop = _LOOPS.get(engine)
+        if loop is None:
+            loop = _LOOPS[engine] = asyncio.new_event_loop()
+        return loop.run_until_complete(coroutine)
     coroutine.close()
     raise EngineSetupError("inside a running event loop: await aedit_many(...) / editor.arun(...)")
+
+
+#: The event loop each ``AsyncLLM`` driven synchronously runs in (see :func:`_run_coroutine`).
+_LOOPS: "weakref.WeakKeyDictionary[Any, asyncio.AbstractEventLoop]" = weakref.WeakKeyDictionary()
