@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 
 from cad_outlines.tools.models import build
@@ -17,7 +18,11 @@ def _batch():
     return list(zip(ids, labels))
 
 
-def test_sparse_logits_give_the_same_loss_and_update():
+@pytest.mark.parametrize("chunk", [1024, 7])  # one chunk; several, the last one short
+def test_sparse_logits_give_the_same_loss_and_update(monkeypatch, chunk):
+    from cad_outlines.training import train as training
+
+    monkeypatch.setattr(training, "LOSS_CHUNK", chunk)
     torch.manual_seed(0)
     model, _ = build("tiny-qwen")
     twin = copy.deepcopy(model)
