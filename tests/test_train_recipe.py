@@ -18,8 +18,9 @@ def _batch():
     return list(zip(ids, labels))
 
 
-@pytest.mark.parametrize("chunk", [1024, 7])  # one chunk; several, the last one short
-def test_sparse_logits_give_the_same_loss_and_update(monkeypatch, chunk):
+# one chunk; several, the last one short; and the long-step path (recomputed activations)
+@pytest.mark.parametrize("chunk, recompute_tokens", [(1024, 6144), (7, 6144), (7, 0)])
+def test_sparse_logits_give_the_same_loss_and_update(monkeypatch, chunk, recompute_tokens):
     from cad_outlines.training import train as training
 
     monkeypatch.setattr(training, "LOSS_CHUNK", chunk)
@@ -27,7 +28,8 @@ def test_sparse_logits_give_the_same_loss_and_update(monkeypatch, chunk):
     model, _ = build("tiny-qwen")
     twin = copy.deepcopy(model)
     losses, grads = [], []
-    for m, sparse in ((model, False), (twin, True)):
+    for m, sparse in ((model, False), (twin, True)):  # the reference: dense, nothing recomputed
+        monkeypatch.setattr(training, "RECOMPUTE_TOKENS", recompute_tokens if sparse else 10**9)
         opt, sched = optimizer(m, 1e-3, 10)
         losses.append(train_step(m, opt, sched, _batch(), pad_id=0, sparse_logits=sparse))
         grads.append(torch.cat([p.detach().flatten() for p in m.parameters()]))
