@@ -76,7 +76,6 @@ __all__ = ["EXTRA_KEY", "CaDLogitsProcessor", "EngineSetupError", "VLLMEditor", 
            "edit_many", "load", "sessions_supported"]
 
 
-
 def sessions_supported() -> bool:
     """Whether this vLLM keeps a request alive across new input (streaming-input
     sessions, ``resumable`` requests: vLLM 0.32 has them)."""
