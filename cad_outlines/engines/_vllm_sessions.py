@@ -65,18 +65,23 @@ class EditSession:
             self.forced = forced_ids(adapter, text)
         self.stats = VLLMStats(prompt_tokens=len(prompt))
         self._start = time.perf_counter()
-        self._previous_context = 0  # tokens whose KV the last request computed
+        #: context tokens whose KV the last request computed (a session keeps them)
+        self._previous_context = 0
         self._over = False
-        #: ``"session"``: one resumable request; ``rid`` its id once submitted, ``held``
-        #: the context tokens whose KV it keeps, ``chunk`` this stretch's tokens so far.
+        #: ``"session"``: one resumable request; ``rid`` its id once submitted, ``chunk``
+        #: this stretch's tokens so far.
         self.splice = editor.splice
         self.rid: str | None = None
-        self.held = 0
         self.chunk: list[int] = []
         last = Copy(self.upper, self.upper)
         # a copy of an empty last line appends nothing, so the session must not pause there
         self._keep_going = ([[self.upper, self.upper]] if self.granularity == "lines"
                             and not self.view.span_ids(last) else [])
+
+    @property
+    def resumable(self) -> bool:
+        """Whether the edit is one resumable request (``splice="session"``)."""
+        return self.splice == "session"
 
     def next_request(self) -> tuple[list[int], SamplingParams] | None:
         """The next request's prompt ids and parameters; ``None`` when the edit is over."""
@@ -97,9 +102,9 @@ class EditSession:
         seed = None if sampling.seed is None else sampling.seed + self.stats.requests
         common = dict(max_tokens=budget, temperature=sampling.temperature, top_p=sampling.top_p, seed=seed,
                       stop_token_ids=[self.adapter.eos_token_id])
-        if self.splice == "session":  # the processor pauses at each copy; the next input is its span
+        if self.resumable:  # the processor pauses at each copy; the next input is its span
             args.update(pause=True, keep_going=self._keep_going)
-            return (self.context[self.held:],
+            return (self.context[self._previous_context:],
                     SamplingParams(**common, output_kind=RequestOutputKind.DELTA, extra_args={EXTRA_KEY: args}))
         params = SamplingParams(**common, stop=STOP_STRINGS, include_stop_str_in_output=True,
                                 extra_args={EXTRA_KEY: args})
@@ -107,7 +112,7 @@ class EditSession:
 
     def take(self, output: Any) -> bool:
         """Take one engine output; whether this stretch of the program is over (then :meth:`feed`)."""
-        if self.splice == "request":
+        if not self.resumable:
             return bool(output.finished)
         self.chunk += output.outputs[0].token_ids  # a session's outputs are deltas
         return output.finished or output.outputs[0].finish_reason is not None
@@ -115,8 +120,8 @@ class EditSession:
     def feed(self, output: Any) -> None:
         """Take a finished request's output: advance the program, splice completed copies."""
         stats = self.stats
-        if self.splice == "session":  # the session keeps what it held; it computes the new input
-            cached = self.held or (output.num_cached_tokens or 0)
+        if self.resumable:  # the session keeps what it held; it computes the new input
+            cached = self._previous_context or (output.num_cached_tokens or 0)
             prompt_len = len(self.context)
             ids, self.chunk = self.chunk, []
         else:
@@ -145,11 +150,10 @@ class EditSession:
         self.program_ids += ids
         self.context += ids
         stats.decoded_tokens += len(ids)
-        self._previous_context = len(self.context) - 1  # the last sampled token has no KV yet
-        if self.splice == "session":
-            # the end-of-sequence that paused it was discarded; every other token has KV
-            self._previous_context = self.held = len(self.context)
-        paused = self.splice == "session" and any(self.view.spans(new_ops))
+        # The last sampled token has no KV yet, except in a session: there the
+        # end-of-sequence that paused it was sampled last (and discarded).
+        self._previous_context = len(self.context) - (0 if self.resumable else 1)
+        paused = self.resumable and any(self.view.spans(new_ops))
         self.view.splice(new_ops, self.context, stats)
         if ended and not self.constraint.done and not paused:
             # The processor allowed only end-of-sequence: the constraint could not go on.
@@ -175,6 +179,8 @@ class EditSession:
 
 class RegenSession:
     """The regeneration baseline: one unconstrained request per edit (``EditSession``'s interface)."""
+
+    resumable = False
 
     def __init__(self, editor: Any, document: str, instruction: str, target: str | None,
                  layout: str = "plain"):

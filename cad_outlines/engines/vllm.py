@@ -323,7 +323,7 @@ class VLLMEditor:
                 return
             prompt, params = request
             start = time.perf_counter()
-            if isinstance(session, EditSession) and session.splice == "session":
+            if session.resumable:
                 session.rid = rid = rid or self._request_id()
                 open_sessions.add(rid)
                 add_session_input(engine, rid, prompt, params)
@@ -367,7 +367,7 @@ class VLLMEditor:
         return session.result()
 
     async def _adrive_requests(self, session: "EditSession | RegenSession") -> None:
-        if isinstance(session, EditSession) and session.splice == "session":
+        if session.resumable:
             return await self._adrive_session(session)
         while (request := session.next_request()) is not None:
             prompt, params = request
