@@ -37,6 +37,7 @@ from typing import Iterable, Sequence
 
 from ..language.syntax import split_lines
 from .corpus import Case
+from .phrasings import pick_rename
 
 __all__ = ["KINDS", "MixConfig", "MixV2Config", "eval_sets_v2", "make_mix", "make_mix_v2", "split_of"]
 
@@ -168,17 +169,11 @@ def _synthetic(kind: str, rng: random.Random, lines: list[str], pool: list[str])
         return (f"In line {i + 1}, change `{old}` to `{new}`.",
                 lines[:i] + [lines[i].replace(old, new)] + lines[i + 1:])
     if kind == "rename":
-        counts: dict[str, int] = {}
-        for line in lines:
-            for m in _IDENT.finditer(line):
-                counts[m.group(0)] = counts.get(m.group(0), 0) + 1
-        names = sorted(w for w, c in counts.items() if 1 <= c <= 4 and w not in _KEYWORDS)
-        if not names:
+        picked = pick_rename(rng, lines, most=4, keywords=_KEYWORDS, namer=_other_name)
+        if picked is None:
             return None
-        old = rng.choice(names)
-        new = _other_name(rng, old)
-        pattern = re.compile(rf"\b{re.escape(old)}\b")
-        return f"Rename `{old}` to `{new}` everywhere.", [pattern.sub(new, line) for line in lines]
+        old, new, renamed = picked
+        return f"Rename `{old}` to `{new}` everywhere.", renamed
     if kind == "swap":
         i = _pick(rng, lines[:-1], lambda line: bool(line.strip()))
         if i is None or lines[i] == lines[i + 1] or not lines[i + 1].strip():

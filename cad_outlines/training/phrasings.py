@@ -235,6 +235,25 @@ def pick_change(rng: random.Random, lines: Sequence[str]) -> tuple[int, str, str
     return i, old, str(int(old) + rng.randint(1, 9)) if old.isdigit() else _other_name(rng, old)
 
 
+def pick_rename(rng: random.Random, lines: Sequence[str], most: int = 12,
+                keywords: frozenset[str] = _KEYWORDS,
+                namer: Callable[[random.Random, str], str] = _other_name) -> tuple[str, str, list[str]] | None:
+    """A ``rename`` edit: ``(old name, new name, renamed lines)``, the old name one that
+    occurs 1..``most`` times and is not in ``keywords``; ``None`` when there is none. (The
+    first mix passes its own ``most``, keywords and namer: its rows stay as they were.)"""
+    counts: dict[str, int] = {}
+    for line in lines:
+        for m in _IDENT.finditer(line):
+            counts[m.group(0)] = counts.get(m.group(0), 0) + 1
+    names = sorted(w for w, c in counts.items() if 1 <= c <= most and w not in keywords)
+    if not names:
+        return None
+    old = rng.choice(names)
+    new = namer(rng, old)
+    pattern = re.compile(rf"\b{re.escape(old)}\b")
+    return old, new, [pattern.sub(new, line) for line in lines]
+
+
 def make_edit(kind: str, rng: random.Random, lines: list[str], pool: Sequence[str], corpus: str) -> Edit | None:
     """One edit of ``kind`` on ``lines`` (``pool``: real lines of the same corpus for new
     text); ``None`` when this document has no room for it."""
@@ -288,17 +307,11 @@ def make_edit(kind: str, rng: random.Random, lines: list[str], pool: Sequence[st
         return Edit(kind, lines[:i] + [lines[i].replace(old, new)] + lines[i + 1:],
                     {"k": i + 1, "old": old, "new": new, "old_q": _quote(lines[i]), "quotable": _quotable(lines, i)})
     if kind == "rename":
-        counts: dict[str, int] = {}
-        for line in lines:
-            for m in _IDENT.finditer(line):
-                counts[m.group(0)] = counts.get(m.group(0), 0) + 1
-        names = sorted(w for w, c in counts.items() if 1 <= c <= 12 and w not in _KEYWORDS)
-        if not names:
+        picked = pick_rename(rng, lines)
+        if picked is None:
             return None
-        old = rng.choice(names)
-        new = _other_name(rng, old)
-        pattern = re.compile(rf"\b{re.escape(old)}\b")
-        return Edit(kind, [pattern.sub(new, line) for line in lines], {"old": old, "new": new})
+        old, new, renamed = picked
+        return Edit(kind, renamed, {"old": old, "new": new})
     if kind == "swap":
         i = _pick(rng, lines[:-1])
         if i is None or lines[i] == lines[i + 1] or not lines[i + 1].strip():
