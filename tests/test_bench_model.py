@@ -287,7 +287,8 @@ def test_e2e_cli(tmp_path, capsys):
     assert "realized / bnd_exact" in text and "Outlines" in text and "PLD k=20, n=3" in text
     assert "| generation only | prompt included |" in text
     assert png.read_bytes()[:8] == PNG
-    assert json.loads(out.read_text())["pooled"]["n"] == 1
+    record = json.loads(out.read_text())
+    assert record["pooled"]["n"] == 1 and record["kernel"]["prefix"] == 16  # --kernel-prefix reached the kernel
     assert cli.main(["bench", "e2e", str(corpus), "--preset", "no-such-model"]) == 2
 
 

@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from cad_outlines.arguments import (CommandTable, UsageError, add_ceiling_arguments, add_device_args, add_output_args,
                                     load_cases, positive)
 
 from . import cli_quality
 from ._cliargs import draw_plot, emit, int_list
+
+if TYPE_CHECKING:
+    from .e2e import E2EConfig
 
 #: The measurements, as ``bench --help`` lists them (speed here, then quality).
 COMMANDS = CommandTable()
@@ -191,21 +195,28 @@ def _add_bench_e2e(bench: argparse._SubParsersAction) -> None:
 def _run_bench_e2e(args: argparse.Namespace) -> int:
     import os
 
-    from cad_outlines.bench.e2e import E2EConfig, run_e2e
+    from cad_outlines.bench.e2e import run_e2e
     from cad_outlines.bench.e2e_report import format_e2e, plot_e2e
 
-    cfg = E2EConfig(args.preset, device=args.device, dtype=args.dtype, seed=args.seed,
-                    threads=args.threads, limit=args.limit, order=args.order,
-                    kernel_trials=args.kernel_trials, kernel_max_n=args.kernel_max_n,
-                    kernel_prefix=args.kernel_prefix,
-                    pld=_csv(args.pld), skip=_csv(args.skip), prompt_style=args.prompt_style,
-                    lines=args.lines, split=args.split)
+    cfg = _e2e_config(args)
     report = run_e2e(load_cases(args.corpus), cfg, progress=True)
     name = os.path.splitext(os.path.basename(args.corpus))[0]
     emit(args, report, format_e2e(report, name))
     draw_plot(args, plot_e2e, report, title=f"{name}: {args.preset} e2e ({_weights(args.preset)})")
     return 0 if not report["failures"] else 1
 
+
+
+def _e2e_config(args: argparse.Namespace) -> "E2EConfig":
+    """The :class:`~cad_outlines.bench.e2e.E2EConfig` of ``bench e2e`` / ``bench all`` arguments."""
+    from cad_outlines.bench.e2e import E2EConfig
+
+    return E2EConfig(args.preset, device=args.device, dtype=args.dtype, seed=args.seed,
+                     threads=args.threads, limit=args.limit, order=args.order,
+                     kernel_trials=args.kernel_trials, kernel_max_n=args.kernel_max_n,
+                     kernel_prefix=getattr(args, "kernel_prefix", None),  # `bench all` has no flag
+                     pld=_csv(args.pld), skip=_csv(args.skip), prompt_style=args.prompt_style,
+                     lines=args.lines, split=args.split)
 
 
 @COMMANDS.command
@@ -413,15 +424,10 @@ def _run_bench_all(args: argparse.Namespace) -> int:
     import json
     import os
 
-    from cad_outlines.bench.e2e import E2EConfig
     from cad_outlines.bench.suite import format_suite, run_suite
 
     eps = list(int_list("--eps", args.eps, minimum=0))
-    cfg = E2EConfig(args.preset, device=args.device, dtype=args.dtype, seed=args.seed,
-                    threads=args.threads, limit=args.limit, order=args.order,
-                    kernel_trials=args.kernel_trials, kernel_max_n=args.kernel_max_n,
-                    pld=_csv(args.pld), skip=_csv(args.skip), prompt_style=args.prompt_style,
-                    lines=args.lines, split=args.split)
+    cfg = _e2e_config(args)
     name = os.path.splitext(os.path.basename(args.corpus))[0]
     report = run_suite(load_cases(args.corpus), cfg, args.out_dir, name=name, eps=eps,
                        perturb_trials=args.trials, progress=True)
