@@ -37,7 +37,7 @@ from typing import Iterable, Sequence
 
 from ..language.syntax import split_lines
 from .corpus import Case
-from .phrasings import pick_rename
+from .phrasings import pick_change, pick_rename
 
 __all__ = ["KINDS", "MixConfig", "MixV2Config", "eval_sets_v2", "make_mix", "make_mix_v2", "split_of"]
 
@@ -156,16 +156,10 @@ def _synthetic(kind: str, rng: random.Random, lines: list[str], pool: list[str])
             return f"Delete line {i + 1}.", lines[:i] + lines[i + 1:]
         return f"Delete lines {i + 1} to {i + span}.", lines[:i] + lines[i + span:]
     if kind == "change":
-        i = _pick(rng, lines, lambda line: bool(_IDENT.search(line) or _NUMBER.search(line)))
-        if i is None:
+        picked = pick_change(rng, lines, keywords=_KEYWORDS, namer=_other_name)
+        if picked is None:
             return None
-        words = [m.group(0) for m in _IDENT.finditer(lines[i]) if m.group(0) not in _KEYWORDS]
-        numbers = [m.group(0) for m in _NUMBER.finditer(lines[i])]
-        candidates = [w for w in words + numbers if lines[i].count(w) == 1]
-        if not candidates:
-            return None
-        old = rng.choice(candidates)
-        new = str(int(old) + rng.randint(1, 9)) if old.isdigit() else _other_name(rng, old)
+        i, old, new = picked
         return (f"In line {i + 1}, change `{old}` to `{new}`.",
                 lines[:i] + [lines[i].replace(old, new)] + lines[i + 1:])
     if kind == "rename":

@@ -218,21 +218,22 @@ _CONDS = ("verbose", "not quiet", "debug", "enabled", "x is not None", "count > 
 _EXCS = ("ValueError", "KeyError", "OSError", "Exception", "TypeError")
 
 
-def pick_change(rng: random.Random, lines: Sequence[str]) -> tuple[int, str, str] | None:
+def pick_change(rng: random.Random, lines: Sequence[str], keywords: frozenset[str] = _KEYWORDS,
+                namer: Callable[[random.Random, str], str] = _other_name) -> tuple[int, str, str] | None:
     """A ``change`` edit: ``(line index, old word or number, new one)``, the old one
-    occurring once in its line; ``None`` when no line has one. (The first mix keeps its
-    own copy, with its own names and keywords, so that its shipped adapters' rows stay
-    exactly as they were.)"""
+    occurring once in its line and not in ``keywords``; ``None`` when no line has one.
+    (The first mix passes its own keywords and namer, so that its shipped adapters' rows
+    stay exactly as they were.)"""
     i = _pick(rng, lines, lambda s: bool(_IDENT.search(s) or _NUMBER.search(s)))
     if i is None:
         return None
-    words = [m.group(0) for m in _IDENT.finditer(lines[i]) if m.group(0) not in _KEYWORDS]
+    words = [m.group(0) for m in _IDENT.finditer(lines[i]) if m.group(0) not in keywords]
     numbers = [m.group(0) for m in _NUMBER.finditer(lines[i])]
     candidates = [w for w in words + numbers if lines[i].count(w) == 1]
     if not candidates:
         return None
     old = rng.choice(candidates)
-    return i, old, str(int(old) + rng.randint(1, 9)) if old.isdigit() else _other_name(rng, old)
+    return i, old, str(int(old) + rng.randint(1, 9)) if old.isdigit() else namer(rng, old)
 
 
 def pick_rename(rng: random.Random, lines: Sequence[str], most: int = 12,
