@@ -42,6 +42,28 @@ def test_every_configuration_runs_and_is_summarised(tiny_model):
     assert set(report["summaries"]) >= {"cad/greedy", "cad/seed0", "regen/greedy"}
 
 
+def test_prompt_lookup_rows_share_one_greedy_reply_per_case(tiny_model):
+    model = tiny_model("tiny-qwen")
+    calls = []
+    generate = model.model.generate
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs.get("prompt_lookup_num_tokens"))
+        return generate(*args, **kwargs)
+
+    model.model.generate = counted
+    try:
+        cases = load_eval_cases()[:2]
+        cfg = QualityConfig(configs=("regen_pld10", "regen_pld20"), sampled=(), regen_margin=4)
+        report = run(cfg, cases=cases, loader=lambda preset: model)
+    finally:
+        del model.model.generate
+    assert calls.count(None) == len(cases)  # one plain greedy decode a case, not one a row
+    rows = {(r["config"], r["case"]): r for r in report["records"]}
+    for case in cases:
+        assert rows["regen_pld10", case.id]["output"] == rows["regen_pld20", case.id]["output"]
+
+
 def test_the_v2_set_holds_every_subset_of_unseen_files():
     from cad_outlines.training.edits import EVAL_SETS_V2, split_of
 

@@ -23,7 +23,8 @@ regen_pld20    ``smollm2-135m-regen``      model's own greedy output (k=20, n=3)
 
 The PLD rows clock transformers' prompt-lookup drafting verified against the regeneration
 model's own greedy reply (what greedy PLD produces): its output is regeneration's, only
-the forwards differ. Opt-in (``--configs``). A CaD run of a lazy-snippet case (an
+the forwards differ. That reply is decoded once per case and model (untimed) and shared by
+every PLD row. Opt-in (``--configs``). A CaD run of a lazy-snippet case (an
 instruction made by :func:`~cad_outlines.language.snippets.update_instruction`) drafts
 from the snippet's literal merge, as ``apply`` does; a configuration with a
 ``follow_prediction`` floor (``qwen_apply``, ``qwen_apply@P``) runs on snippet cases only
@@ -225,20 +226,29 @@ def _run_generator(model: Any, case: Case, method: str, options: dict[str, Any],
             "output": result.program[:2000]}
 
 
-def _run_pld(model: Any, case: Case, options: dict[str, Any], budget: int) -> dict[str, Any]:
-    """Prompt lookup over the model's own greedy regeneration (the plain prompt)."""
+def _run_pld(model: Any, case: Case, options: dict[str, Any], budget: int,
+             replies: dict[Any, list[int]] | None = None, key: Any = None) -> dict[str, Any]:
+    """Prompt lookup over the model's own greedy regeneration (the plain prompt).
+
+    The reply (untimed) is kept in ``replies`` under ``key``, so that every PLD row of
+    one model on one case verifies into one regeneration instead of each decoding the
+    whole file again."""
     import torch
 
     from .pld import PLDSetting, plain_prompt_ids, run_pld
 
     tok = model.hf_tokenizer
     prompt = plain_prompt_ids(tok, case.doc, case.meta["instruction"], trained_style(model.model))
-    with torch.no_grad():  # the model's own reply: what greedy PLD verifies its drafts into
-        out = model.model.generate(torch.tensor([prompt]), max_new_tokens=budget, do_sample=False,
-                                   pad_token_id=tok.eos_token_id)
-    reply = out[0, len(prompt):].tolist()
-    if reply and reply[-1] == tok.eos_token_id:
-        reply = reply[:-1]
+    replies = {} if replies is None else replies
+    if (key, budget) not in replies:
+        with torch.no_grad():  # the model's own reply: what greedy PLD verifies its drafts into
+            out = model.model.generate(torch.tensor([prompt]), max_new_tokens=budget, do_sample=False,
+                                       pad_token_id=tok.eos_token_id)
+        reply = out[0, len(prompt):].tolist()
+        if reply and reply[-1] == tok.eos_token_id:
+            reply = reply[:-1]
+        replies[key, budget] = reply
+    reply = replies[key, budget]
     rec = run_pld(model.model, prompt, reply, PLDSetting(options["k"], options["n"]), tok.eos_token_id,
                   budget)
     document = tok.decode(reply, skip_special_tokens=True)
@@ -332,6 +342,7 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
     torch.set_num_threads(cfg.threads)
     loader = loader or models.load
     loaded: dict[str, Any] = {}
+    replies: dict[Any, list[int]] = {}  # (preset, case id), budget -> greedy reply: shared by the PLD rows
     records: list[dict[str, Any]] = []
     for name in configs:
         preset, method, options = config_of(name)
@@ -354,7 +365,7 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
                     rec = _run_text(model, case, cfg.cad_budget, sampling)
                 elif method == "pld":
                     gold = len(model.hf_tokenizer.encode(case.gold, add_special_tokens=False))
-                    rec = _run_pld(model, case, options, gold + cfg.regen_margin)
+                    rec = _run_pld(model, case, options, gold + cfg.regen_margin, replies, (preset, case.id))
                 else:
                     budget = (cfg.cad_budget if method == "cad" else
                               len(model.hf_tokenizer.encode(case.gold, add_special_tokens=False)) + cfg.regen_margin)
