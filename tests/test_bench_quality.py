@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -118,3 +119,51 @@ def test_a_floor_sweep_runs_side_by_side(tiny_model):
                       ("qwen_apply@x", "not a number"), ("qwen_apply@0", "(0, 1]")):
         with pytest.raises(KeyError, match=re.escape(why)):
             config_of(name)
+
+
+def test_a_checkpointed_run_resumes_without_measuring_again(tiny_model, tmp_path):
+    from cad_outlines.errors import InputError
+
+    model = tiny_model("tiny-qwen")
+    loads = []
+
+    def loader(preset):
+        loads.append(preset)
+        return model
+
+    cases = load_eval_cases()[:3]
+    path = tmp_path / "quality.jsonl"
+    cfg = QualityConfig(configs=("cad", "regen"), sampled=(), cad_budget=16, regen_margin=4, limit=2)
+    first = run(cfg, cases=cases, loader=loader, checkpoint=path)
+    lines = path.read_text().splitlines()
+    assert len(lines) == 1 + 4 and first["checkpoint"]["resumed"] == 0
+    # a kill in the middle of a line: that record is measured again, the others are kept
+    path.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:40])
+    loads.clear()
+    again = run(cfg, cases=cases, loader=loader, checkpoint=path)
+    assert again["checkpoint"]["resumed"] == 3 and loads == ["smollm2-135m-regen"]  # only regen had work
+    assert [r["case"] for r in again["records"]] == [r["case"] for r in first["records"]]
+    kept = {(r["config"], r["case"]): r for r in first["records"]}
+    assert all(r == kept[r["config"], r["case"]] for r in again["records"][:3])
+    assert "3 of these 4 records were measured by an earlier run" in format_table(again)
+    # one more case: only its two records are new; the file stays one JSON record a line
+    loads.clear()
+    cfg.limit = None
+    more = run(cfg, cases=cases, loader=loader, checkpoint=path)
+    assert more["checkpoint"]["resumed"] == 4 and len(more["records"]) == 6 and loads == ["smollm2-135m", "smollm2-135m-regen"]
+    assert all(json.loads(line) for line in path.read_text().splitlines())
+    with pytest.raises(InputError, match="other settings .*cad_budget: 16 -> 32"):
+        run(QualityConfig(configs=("cad",), sampled=(), cad_budget=32), cases=cases, loader=loader, checkpoint=path)
+    with pytest.raises(InputError, match="other settings .*cases"):
+        run(cfg, cases=cases[1:], loader=loader, checkpoint=path)
+
+
+def test_bench_quality_refuses_a_checkpoint_it_cannot_read(tmp_path, capsys):
+    from cad_outlines import cli
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    assert cli.main(["bench", "quality", "--configs", "cad", "--sampled", "", "--checkpoint", str(bad)]) == 2
+    assert "bad.jsonl:1: not a checkpoint" in capsys.readouterr().err
+    assert cli.main(["bench", "quality", "--configs", "cad", "--sampled", "", "--checkpoint",
+                     str(tmp_path / "no" / "such" / "dir.jsonl")]) == 2

@@ -181,6 +181,10 @@ def _add_bench_quality(bench: argparse._SubParsersAction) -> None:
                    help="decode the configurations in N worker processes at once")
     p.add_argument("--budget", type=positive, default=256, metavar="N", help="CaD and text-mode token budget")
     p.add_argument("--markdown", metavar="OUT.md", help="also write the tables here (atomically)")
+    p.add_argument("--checkpoint", metavar="FILE.jsonl", default=None,
+                   help="append each edit's record here as it is measured; run the same command again "
+                        "to resume: records already there are taken, not measured again (other "
+                        "settings or eval cases are refused)")
     add_output_args(p, plot=False)
     p.set_defaults(func=_run_bench_quality)
 
@@ -211,7 +215,7 @@ def _run_bench_quality(args: argparse.Namespace) -> int:
     if args.cases:
         cfg.cases_path = args.cases
     cases = load_eval_cases(args.cases) if args.cases else None
-    report = run(cfg, cases=cases, jobs=args.jobs)
+    report = run(cfg, cases=cases, jobs=args.jobs, checkpoint=args.checkpoint)
     table = format_table(report)
     if args.markdown:
         atomic_write(args.markdown, table + "\n")

@@ -41,6 +41,7 @@ more); a CaD program's budget is fixed (:attr:`QualityConfig.cad_budget`).
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 from collections import defaultdict
@@ -331,27 +332,45 @@ def _group(rows: list[dict[str, Any]], key: Callable[[dict[str, Any]], str]) -> 
     return {k: _summary(v) for k, v in sorted(groups.items())}
 
 
+def _record_key(record: dict[str, Any]) -> tuple[str, str, str]:
+    return record["config"], record["sampling"], record["case"]
+
+
+def _settings(cfg: QualityConfig, cases: Sequence[Case]) -> dict[str, Any]:
+    """What a record depends on besides its configuration, sampling and case: a checkpoint
+    made under other settings (or other eval cases) is refused."""
+    import hashlib
+
+    digest = hashlib.sha256(json.dumps([(c.id, c.doc, c.gold, c.meta) for c in cases],
+                                       sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+    return {"temperature": cfg.temperature, "cad_budget": cfg.cad_budget, "regen_margin": cfg.regen_margin,
+            "threads": cfg.threads, "cases": digest}
+
+
 def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
-            loader: Callable[[str], Any] | None) -> list[dict[str, Any]]:
-    """The records of ``configs`` on ``cases`` (one process, ``cfg.threads`` torch threads)."""
+            loader: Callable[[str], Any] | None, checkpoint: tuple[str, dict[str, Any]] | None = None
+            ) -> list[dict[str, Any]]:
+    """The records of ``configs`` on ``cases`` (one process, ``cfg.threads`` torch threads).
+
+    ``checkpoint`` (path, settings): records found there are taken as they are, each new
+    one is appended as soon as it is measured; a model is loaded only if it has work."""
     import torch
 
     from ..adapters import get_adapter
     from ..tools import models
+    from ._checkpoint import RecordLog
 
     torch.set_num_threads(cfg.threads)
     loader = loader or models.load
+    # run() opened (and repaired) the file before any worker started
+    log = RecordLog(checkpoint[0], checkpoint[1], _record_key, repair=False) if checkpoint else None
     loaded: dict[str, Any] = {}
     replies: dict[Any, list[int]] = {}  # (preset, case id), budget -> greedy reply: shared by the PLD rows
     records: list[dict[str, Any]] = []
     for name in configs:
         preset, method, options = config_of(name)
-        if preset not in loaded:
-            loaded[preset] = loader(preset)
-        model = loaded[preset]
-        adapter = get_adapter(model.hf_tokenizer)
-        style, plain = trained_style(model.model), method in ("regen", "pld")
-        warm = WarmPrefill(model.model, adapter.constant_ids(style=style, plain=plain))
+        plain = method in ("regen", "pld")
+        model = None
         own = cases
         if options.get("follow_prediction") is not None:  # without a snippet to merge it is the CaD row again
             own = [c for c in cases if update_of(c.meta["instruction"]) is not None]
@@ -361,6 +380,17 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
             runs += [(f"seed{s}", {"temperature": cfg.temperature, "seed": s}, sample_cases) for s in cfg.seeds]
         for label, sampling, subset in runs:
             for case in progress(subset, desc=f"{name} {label}", unit="edit"):
+                found = log.get((name, label, case.id)) if log else None
+                if found is not None:
+                    records.append(found)
+                    continue
+                if model is None:
+                    if preset not in loaded:
+                        loaded[preset] = loader(preset)
+                    model = loaded[preset]
+                    adapter = get_adapter(model.hf_tokenizer)
+                    style = trained_style(model.model)
+                    warm = WarmPrefill(model.model, adapter.constant_ids(style=style, plain=plain))
                 if method == "text":
                     rec = _run_text(model, case, cfg.cad_budget, sampling)
                 elif method == "pld":
@@ -378,6 +408,8 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
                 if method == "cad":
                     rec["oracle_tokens"] = _oracle_tokens(adapter, case)
                 records.append(rec)
+                if log:
+                    log.append(rec)
     return records
 
 
@@ -397,7 +429,8 @@ def _split(configs: Sequence[str], sampled: Sequence[str], jobs: int) -> list[li
 
 
 def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
-        loader: Callable[[str], Any] | None = None, jobs: int = 1) -> dict[str, Any]:
+        loader: Callable[[str], Any] | None = None, jobs: int = 1,
+        checkpoint: str | os.PathLike | None = None) -> dict[str, Any]:
     """Run every configuration of ``cfg`` on ``cases``; per-run records and summaries.
 
     ``loader(preset)`` returns the Outlines model of a preset (default:
@@ -405,9 +438,19 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
     ``jobs > 1`` decodes the configurations in that many worker processes at once (each
     with ``cfg.threads`` threads; the default loader only), so that a 2-core machine runs
     the whole comparison in one run; the records are merged in configuration order.
+    ``checkpoint``: a JSON-lines file each record is appended to as it is measured; run
+    again with the same file (and settings) to take the records already there instead of
+    measuring them again (:class:`~cad_outlines.bench._checkpoint.RecordLog`).
     """
+    from ._checkpoint import RecordLog
+
     if cases is None:
         cases = load_eval_cases(cfg.cases_path if cfg.cases_path != QualityConfig.cases_path else None)
+    resume = None
+    if checkpoint is not None:
+        settings = _settings(cfg, cases)  # of every eval case: a resumed run may pick other subsets
+        before = set(RecordLog(checkpoint, settings, _record_key).done)  # refuses other settings here
+        resume = (os.fspath(checkpoint), settings)
     if cfg.subsets:
         known = sorted({c.meta["subset"] for c in cases if c.meta.get("subset")})
         unknown = sorted(set(cfg.subsets) - set(known))
@@ -425,11 +468,11 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
 
         parts = _split(cfg.configs, cfg.sampled, jobs)
         with ProcessPoolExecutor(len(parts), mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(_decode, cfg, cases, part, None) for part in parts]
+            futures = [pool.submit(_decode, cfg, cases, part, None, resume) for part in parts]
             found = [rec for future in futures for rec in future.result()]
         records = [rec for name in cfg.configs for rec in found if rec["config"] == name]
     else:
-        records = _decode(cfg, cases, cfg.configs, loader)
+        records = _decode(cfg, cases, cfg.configs, loader, resume)
     summaries: dict[str, Any] = {}
     for name in cfg.configs:
         for label in sorted({r["sampling"] for r in records if r["config"] == name}):
@@ -439,8 +482,12 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
                 "all": _summary(rows), "synthetic": _summary(synthetic) if synthetic else None,
                 "by_kind": _group(rows, lambda r: r["kind"]), "by_corpus": _group(rows, lambda r: r["corpus"]),
                 "by_subset": _group(rows, lambda r: r.get("subset", "-"))}
-    return {"config": asdict(cfg), "jobs": jobs, "cases": len(cases), "seconds": round(time.time() - started, 1),
-            "environment": {**env, "loadavg_end": environment()["loadavg_1_5_15"]}, "summaries": summaries, "records": records}
+    report = {"config": asdict(cfg), "jobs": jobs, "cases": len(cases), "seconds": round(time.time() - started, 1),
+              "environment": {**env, "loadavg_end": environment()["loadavg_1_5_15"]}, "summaries": summaries,
+              "records": records}
+    if resume is not None:  # records measured by an earlier run: its seconds and environment are not these
+        report["checkpoint"] = {"path": resume[0], "resumed": sum(_record_key(r) in before for r in records)}
+    return report
 
 
 def _speed_table(report: dict[str, Any], greedy: Sequence[str]) -> str:
@@ -477,6 +524,10 @@ def format_table(report: dict[str, Any]) -> str:
         out.append(f"| {name} | {label} | {a['n']} | {exact_s} | {exact_c} | {a['complete']:.0%} | {valid} "
                    f"| {a['copies_in_range']:.0%} | {a['forwards_mean']} | {a['cpu_seconds_mean']} |")
     greedy = [k for k in report["summaries"] if k.endswith("/greedy")]
+    resumed = report.get("checkpoint", {}).get("resumed")
+    if resumed:
+        out += ["", f"{resumed} of these {len(report['records'])} records were measured by an earlier run "
+                    f"and taken from {report['checkpoint']['path']}."]
     out += ["", _speed_table(report, greedy)]
     subsets = sorted({r.get("subset", "-") for r in report["records"]} - {"-"})
     if subsets:  # the v2 set: exact / complete / dropped tails / CPU s per exact edit, per subset
