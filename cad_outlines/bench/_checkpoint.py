@@ -36,7 +36,8 @@ class RecordLog:
         if not self.path.is_file() or self.path.stat().st_size == 0:
             atomic_write(self.path, json.dumps({"settings": settings}, ensure_ascii=False) + "\n")
             return
-        lines = read_text(self.path).splitlines()
+        text = read_text(self.path)
+        lines = text.splitlines()
         try:
             head = json.loads(lines[0])["settings"]
         except (json.JSONDecodeError, KeyError, TypeError):
@@ -59,7 +60,7 @@ class RecordLog:
                 raise InputError(f"{self.path}:{number}: not a JSON line ({err.msg})") from None
             self.done[key(record)] = record
             kept.append(line)
-        if repair and (len(kept) != len(lines) or not read_text(self.path).endswith("\n")):
+        if repair and (len(kept) != len(lines) or not text.endswith("\n")):
             # a line cut short must not run into the next record appended
             atomic_write(self.path, "\n".join(kept) + "\n")
 
