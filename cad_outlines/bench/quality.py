@@ -228,7 +228,7 @@ def _run_generator(model: Any, case: Case, method: str, options: dict[str, Any],
 
 
 def _run_pld(model: Any, case: Case, options: dict[str, Any], budget: int,
-             replies: dict[Any, list[int]] | None = None, key: Any = None) -> dict[str, Any]:
+             replies: dict[Any, list[int]], key: Any) -> dict[str, Any]:
     """Prompt lookup over the model's own greedy regeneration (the plain prompt).
 
     The reply (untimed) is kept in ``replies`` under ``key``, so that every PLD row of
@@ -240,7 +240,6 @@ def _run_pld(model: Any, case: Case, options: dict[str, Any], budget: int,
 
     tok = model.hf_tokenizer
     prompt = plain_prompt_ids(tok, case.doc, case.meta["instruction"], trained_style(model.model))
-    replies = {} if replies is None else replies
     if (key, budget) not in replies:
         with torch.no_grad():  # the model's own reply: what greedy PLD verifies its drafts into
             out = model.model.generate(torch.tensor([prompt]), max_new_tokens=budget, do_sample=False,
