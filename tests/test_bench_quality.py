@@ -41,6 +41,11 @@ def test_every_configuration_runs_and_is_summarised(tiny_model):
     assert "| cad | seed0 |" in table and "Exact match by edit kind" in table
     assert "prompt incl., warm" in table and "| regen_pld20 |" in table
     assert set(report["summaries"]) >= {"cad/greedy", "cad/seed0", "regen/greedy"}
+    # speed-ups are over the regeneration row of the same model family
+    speed = table.split("Speed (greedy")[1].splitlines()
+    for base in ("regen", "qwen_regen"):
+        row = next(line for line in speed if line.startswith(f"| {base} |"))
+        assert row.endswith("| 1.00x / 1.00x / 1.00x |"), row
 
 
 def test_prompt_lookup_rows_share_one_greedy_reply_per_case(tiny_model):

@@ -99,8 +99,12 @@ def test_wheel_ships_typing_marker_and_the_demo_tokenizer(tmp_path):
     assert "cad_outlines/py.typed" in names
     for name in ["tokenizer.json", "tokenizer_config.json", "LICENSE", "README.md"]:
         assert f"cad_outlines/data/tokenizers/qwen/{name}" in names
-    # the real model's adapters: each one small enough to ship (<= 10 MiB), with its record
-    for adapter in ("smollm2-135m-cad", "smollm2-135m-compact", "smollm2-135m-regen"):
+    # every real preset's adapter: each one small enough to ship (<= 10 MiB), with its record
+    from cad_outlines.tools.presets import REAL_PRESETS
+
+    shipped = sorted({p.adapter for p in REAL_PRESETS.values() if p.adapter})
+    assert "qwen2.5-coder-0.5b-regen" in shipped and "smollm2-135m-cad" in shipped
+    for adapter in shipped:
         for name in ("adapter_config.json", "adapter_model.safetensors", "training.json"):
             assert f"cad_outlines/data/adapters/{adapter}/{name}" in names
         weights = ROOT / "cad_outlines" / "data" / "adapters" / adapter / "adapter_model.safetensors"

@@ -3,7 +3,8 @@
 The mechanism on the family the seeds use: the joined GGUF is the pinned file, the model
 loads as Qwen2, its programs keep every guarantee when it chooses them (prompted), a forced
 program writes the gold document exactly, and the fine-tuned ``qwen2.5-coder-0.5b`` (the same
-file plus the shipped adapter) writes its own valid programs. ``real_qwen``
+file plus the shipped adapter) writes its own valid programs, and its regeneration twin
+``qwen2.5-coder-0.5b-regen`` answers with the bare file. ``real_qwen``
 (conftest) skips until the weights are fetched, and fails instead under
 ``CAD_OUTLINES_REQUIRE_REAL=1`` (CI, whose README command (b) runs
 ``cad-outlines weights fetch qwen2.5-coder-0.5b-base``).
@@ -109,3 +110,23 @@ def test_the_fine_tuned_model_applies_a_snippet_through_its_recorded_floor(real_
     result = editor.run(case["instruction"], prediction=editor.predicted(update_of(case["instruction"])))
     assert result.document == case["gold"], result.program
     assert editor.apply(update_of(case["instruction"])) == case["gold"]
+
+
+
+REGEN = "qwen2.5-coder-0.5b-regen"
+
+
+def test_the_regeneration_twin_loads_its_adapter_and_answers_with_the_bare_file(real_qwen):
+    """The baseline CaD is measured against: the same mix, steps and seed, trained to
+    regenerate. Its preset loads its own adapter and prompt style, and it answers with the
+    file itself, where the released model wraps it in a Markdown fence. (Whether its edit
+    is right is ``bench quality``'s to measure: on this case it deletes the line it was
+    asked to comment out.)"""
+    model = real_qwen(REGEN)
+    assert model.model.config.cad_prompt_style == "compact"
+    case = next(c for c in load_eval_cases("v2") if c.id == "whole_le50-009")  # "Comment out the line `guide`."
+    result = cad(model, case.doc).regenerate(case.meta["instruction"], max_new_tokens=200)
+    assert result.complete, result.program
+    lines = result.program.splitlines()
+    assert lines[0] == case.doc.splitlines()[0], result.program
+    assert set(lines) <= set(case.doc.splitlines()) | set(case.gold.splitlines()), result.program

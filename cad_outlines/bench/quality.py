@@ -30,6 +30,12 @@ from the snippet's literal merge, as ``apply`` does; a configuration with a
 ``follow_prediction`` floor (``qwen_apply``, ``qwen_apply@P``) runs on snippet cases only
 (elsewhere it would repeat its CaD row).
 
+The ``qwen_*`` configurations (opt-in) run Qwen2.5-Coder-0.5B-Instruct on the same
+footing: ``qwen_cad``/``qwen_apply`` fine-tuned to write programs,
+``qwen_regen`` its twin fine-tuned to regenerate (same v2 mix, steps and seed),
+``qwen_regen_pld20``/``qwen_regen_pld128`` prompt lookup over that twin (k=20 n=3 and
+the long drafts k=128 n=7), and ``qwen_base_*`` the released model prompted.
+
 Per run: exact match, complete, valid (a complete program parses and resolves
 strictly), copies in range (``1 <= i <= j <= n``), forwards, process CPU seconds (one
 torch thread), program tokens and, for CaD, the oracle program's tokens. Greedy for every
@@ -77,13 +83,17 @@ CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "regen_pld10": ("smollm2-135m-regen", "pld", {"k": 10, "n": 2}),
     "regen_pld20": ("smollm2-135m-regen", "pld", {"k": 20, "n": 3}),
     # Qwen2.5-Coder-0.5B-Instruct (real weights, docs/models.md): the released model
-    # prompted, and fine-tuned on the v2 mix (CaD; the regeneration twin is not trained yet).
+    # prompted, and fine-tuned on the v2 mix: to write CaD programs, and its twin (same mix,
+    # steps and seed) to regenerate, with prompt lookup over that twin's replies.
     # The model alone: a snippet's merge only drafts (not the adapter's recorded floor).
     "qwen_cad": ("qwen2.5-coder-0.5b", "cad", {"follow_prediction": None}),
     # the same, with a snippet's literal merge as a prior the model overrules only where it
     # gives the merge's token under the floor recorded with the adapter (its apply.json),
     # as `apply` runs by default (LoopSwitches.follow_prediction; snippet cases only)
     "qwen_apply": ("qwen2.5-coder-0.5b", "cad", {"follow_prediction": "model"}),
+    "qwen_regen": ("qwen2.5-coder-0.5b-regen", "regen", {}),
+    "qwen_regen_pld20": ("qwen2.5-coder-0.5b-regen", "pld", {"k": 20, "n": 3}),
+    "qwen_regen_pld128": ("qwen2.5-coder-0.5b-regen", "pld", {"k": 128, "n": 7}),
     "qwen_base_cad": ("qwen2.5-coder-0.5b-base", "cad", {}),
     "qwen_base_guarded": ("qwen2.5-coder-0.5b-base", "cad", {"monotone_copies": True, "max_gen_tokens": 96}),
     "qwen_base_regen": ("qwen2.5-coder-0.5b-base", "regen", {}),
@@ -414,7 +424,8 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
 
 #: Relative cost of a configuration's runs (regeneration decodes the whole file), to
 #: balance ``jobs`` worker processes.
-_WEIGHT = {"base_regen": 3, "regen": 3, "base_cad": 2, "base_guarded": 2, "regen_pld10": 4, "regen_pld20": 4}
+_WEIGHT = {"base_regen": 3, "regen": 3, "base_cad": 2, "base_guarded": 2, "regen_pld10": 4, "regen_pld20": 4,
+           "qwen_regen": 3, "qwen_regen_pld20": 4, "qwen_regen_pld128": 4}
 
 
 def _split(configs: Sequence[str], sampled: Sequence[str], jobs: int) -> list[list[str]]:
@@ -491,15 +502,16 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
 
 def _speed_table(report: dict[str, Any], greedy: Sequence[str]) -> str:
     """Process CPU seconds per edit (greedy) generation only, prompt included cold (the
-    run's own prefill) and warm (the prompt's constant head cached); speed-ups over ``regen``."""
+    run's own prefill) and warm (the prompt's constant head cached); speed-ups over the
+    regeneration row of the same model family (``regen``; ``qwen_regen`` for ``qwen_*``)."""
     s = {key.split("/")[0]: report["summaries"][key]["all"] for key in greedy}
-    base = s.get("regen")
     lines = ["Speed (greedy, process CPU s per edit; cold: the whole prompt prefilled; warm: its "
              "constant head cached once per process):", "",
              "| configuration | prompt tokens | cached when warm | gen only | prompt incl., cold | prompt incl., warm "
-             "| speed-up over regen: gen / cold / warm |", "|---|---:|---:|---:|---:|---:|---|"]
+             "| speed-up over its family's regen row: gen / cold / warm |", "|---|---:|---:|---:|---:|---:|---|"]
     keys = ("cpu_gen_seconds_mean", "cpu_seconds_mean", "cpu_warm_seconds_mean")
     for name, a in s.items():
+        base = s.get("qwen_regen" if name.startswith("qwen_") else "regen")
         times = [a[k] for k in keys]
         ups = " / ".join(f"{base[k] / a[k]:.2f}x" for k in keys) if base else "-"
         lines.append(f"| {name} | {a['prompt_tokens_mean']} | {a['prompt_tokens_cached_mean']} | {times[0]:.3f} "

@@ -138,6 +138,9 @@ REAL_PRESETS: dict[str, RealPreset] = {p.name: p for p in [
     RealPreset("qwen2.5-coder-0.5b", **_split(_QWEN05), adapter="qwen2.5-coder-0.5b-cad",
                summary="Qwen2.5-Coder-0.5B-Instruct, real weights, fine-tuned on the v2 mix (whole "
                        "files, own phrasings, lazy snippets) to write CaD programs from the compact prompt"),
+    RealPreset("qwen2.5-coder-0.5b-regen", **_split(_QWEN05), adapter="qwen2.5-coder-0.5b-regen",
+               summary="Qwen2.5-Coder-0.5B-Instruct, real weights, fine-tuned on the same v2 mix, steps "
+                       "and seed to regenerate the file (the baseline; compact prompt, file first)"),
     RealPreset("qwen2.5-coder-0.5b-base", **_split(_QWEN05), adapter=None,
                summary="Qwen2.5-Coder-0.5B-Instruct, real weights as released (Q4_K_M, dequantized)"),
     RealPreset("qwen2.5-coder-1.5b-base", **_split(_QWEN15), adapter=None,
