@@ -422,19 +422,21 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
     return records
 
 
-#: Relative cost of a configuration's runs (regeneration decodes the whole file), to
-#: balance ``jobs`` worker processes.
-_WEIGHT = {"base_regen": 3, "regen": 3, "base_cad": 2, "base_guarded": 2, "regen_pld10": 4, "regen_pld20": 4,
-           "qwen_regen": 3, "qwen_regen_pld20": 4, "qwen_regen_pld128": 4}
+def _weight(name: str) -> int:
+    """Relative cost of a configuration's runs, to balance ``jobs`` worker processes:
+    regeneration decodes the whole file (prompt lookup does so once more, untimed, for its
+    reply); a prompted base model writes long CaD programs."""
+    preset, method, _ = config_of(name)
+    return {"regen": 3, "pld": 4}.get(method, 2 if preset.endswith("-base") else 1)
 
 
 def _split(configs: Sequence[str], sampled: Sequence[str], jobs: int) -> list[list[str]]:
     loads = [0.0] * jobs
     parts: list[list[str]] = [[] for _ in range(jobs)]
-    for name in sorted(configs, key=lambda n: -_WEIGHT.get(n, 1) * (2 if n in sampled else 1)):
+    for name in sorted(configs, key=lambda n: -_weight(n) * (2 if n in sampled else 1)):
         k = loads.index(min(loads))
         parts[k].append(name)
-        loads[k] += _WEIGHT.get(name, 1) * (2 if name in sampled else 1)
+        loads[k] += _weight(name) * (2 if name in sampled else 1)
     return [p for p in parts if p]
 
 
