@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import contextmanager
 
 import pytest
 
-from cad_outlines.bench.quality import (CONFIGS, DEFAULT_CONFIGS, QualityConfig, config_of, dropped_tail,
+from cad_outlines.bench.quality import (CONFIGS, DEFAULT_CONFIGS, QualityConfig, _run_pld, config_of, dropped_tail,
                                         first_of_each_subset, format_table, load_eval_cases, run)
+from cad_outlines.bench._loop import CountingRunner
+from cad_outlines.bench.pld import PLDSetting, plain_prompt_ids, run_pld
+from cad_outlines.decoding.prompts import trained_style
 from cad_outlines.language.program import Copy, Gen
 from cad_outlines.training.corpus import Case
 
@@ -68,6 +72,91 @@ def test_prompt_lookup_rows_share_one_greedy_reply_per_case(tiny_model):
     rows = {(r["config"], r["case"]): r for r in report["records"]}
     for case in cases:
         assert rows["regen_pld10", case.id]["output"] == rows["regen_pld20", case.id]["output"]
+
+
+@contextmanager
+def scripted(model, after: dict[int, int]):
+    """The model's greedy choice after token ``a`` is ``after[a]`` (a logits hook, in every
+    forward: transformers' ``generate`` and the runner seam alike)."""
+    def hook(module, args, kwargs, output):
+        ids, logits = kwargs["input_ids"], output.logits
+        for row, token in enumerate(ids[0, -logits.shape[1]:].tolist()):
+            if token in after:
+                logits[0, row, after[token]] += 1e4
+        return output
+
+    handle = model.model.register_forward_hook(hook, with_kwargs=True)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+def count_generate(model, calls: list):
+    generate = model.model.generate
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return generate(*args, **kwargs)
+
+    model.model.generate = counted
+
+
+def test_prompt_lookup_verifies_into_the_regeneration_rows_own_output(tiny_model):
+    model = tiny_model("tiny-qwen")
+    tok = model.hf_tokenizer
+    case = load_eval_cases()[0]
+    prompt = plain_prompt_ids(tok, case.doc, case.meta["instruction"], trained_style(model.model))
+    reply = tok.encode("total = add(1, 2)\n", add_special_tokens=False)
+    chain = [prompt[-1], *reply, tok.eos_token_id]
+    assert len(set(chain)) == len(chain)  # each token names its successor
+    calls: list = []
+    count_generate(model, calls)
+    try:
+        with scripted(model, dict(zip(chain, chain[1:]))):
+            cfg = QualityConfig(configs=("regen_pld10", "regen", "regen_pld20"), sampled=(), regen_margin=4)
+            report = run(cfg, cases=[case], loader=lambda preset: model)
+            # a reply the regeneration row did not write is refused by the verify forwards
+            wrong = _run_pld(model, case, {"k": 10, "n": 2}, 93, {}, {("p", 93): "total = add(2, 1)\n"}, "p")
+    finally:
+        del model.model.generate
+    rows = {r["config"]: r for r in report["records"]}
+    assert [r["config"] for r in report["records"]] == list(cfg.configs)  # the order asked for
+    assert rows["regen"]["output"] == "total = add(1, 2)\n" and rows["regen"]["complete"]
+    for name in ("regen_pld10", "regen_pld20"):
+        assert rows[name]["reply_from"] == "regeneration row" and rows[name]["greedy_mismatches"] == 0
+        assert rows[name]["output"] == rows["regen"]["output"] and rows[name]["program_tokens"] == len(reply)
+    assert len(calls) == 1  # only the refused reply above was decoded again
+    assert wrong["reply_from"] == "generate" and wrong["greedy_mismatches"] == 0
+    assert wrong["output"] == "total = add(1, 2)\n"
+
+
+def test_greedy_check_counts_the_positions_greedy_would_choose_otherwise():
+    class Always(CountingRunner):  # greedy always chooses token 5
+        def forward(self, ids, cache, rows=1):
+            logits = super().forward(ids, cache, rows)
+            logits[..., 5] = 1.0
+            return logits
+
+    prompt = [1, 2, 5, 5, 5, 5]
+    for gold, eos, budget, mismatches in (([5, 5, 5], None, 8, 0), ([5, 6, 5], None, 8, 1),
+                                          ([5, 5], 7, 8, 1),  # greedy would not stop: EOS is 7
+                                          ([5, 5], 7, 2, 0)):  # the budget stopped it, not EOS
+        stats = run_pld(None, prompt, gold, PLDSetting(4, 2), eos, budget, runner=Always(16), check_greedy=True)
+        assert stats["greedy_mismatches"] == mismatches, (gold, eos, budget)
+    assert "greedy_mismatches" not in run_pld(None, prompt, [5], PLDSetting(4, 2), None, 8, runner=Always(16))
+
+
+def test_split_keeps_prompt_lookup_with_its_regeneration_row():
+    from cad_outlines.bench.quality import _split
+
+    names = ("qwen_cad", "qwen_regen", "qwen_regen_pld20", "qwen_regen_pld128", "cad", "regen", "regen_pld20")
+    for jobs in (1, 2, 3):
+        parts = _split(names, (), jobs)
+        assert sorted(n for p in parts for n in p) == sorted(names) and len(parts) <= jobs
+        for part in parts:
+            for regen in ("qwen_regen", "regen"):
+                assert (regen in part) == (f"{regen}_pld20" in part), parts
 
 
 def test_the_v2_set_holds_every_subset_of_unseen_files():

@@ -122,11 +122,14 @@ def lookup_steps(prompt_ids: Sequence[int], gold_ids: Sequence[int], setting: PL
 
 def run_pld(hf_model: Any, prompt_ids: Sequence[int], gold_ids: Sequence[int], setting: PLDSetting,
             eos_token_id: Optional[int], max_new_tokens: int,
-            runner: Optional[Runner] = None) -> dict[str, Any]:
+            runner: Optional[Runner] = None, check_greedy: bool = False) -> dict[str, Any]:
     """One PLD run: prefill ``prompt_ids``, then the verify forwards of :func:`lookup_steps`.
 
     ``runner``: the model side (default: a :class:`~cad_outlines.decoding.runner.TransformersRunner`
-    over ``hf_model``); it is observed by a :class:`CpuClock`.
+    over ``hf_model``); it is observed by a :class:`CpuClock`. ``check_greedy``: count the
+    positions where the logits the verify forwards compute anyway choose another token
+    than ``gold_ids`` (and, after a reply shorter than ``max_new_tokens``, another than
+    EOS): ``greedy_mismatches`` is 0 iff ``gold_ids`` is what greedy PLD itself produces.
 
     Returns
     -------
@@ -141,15 +144,32 @@ def run_pld(hf_model: Any, prompt_ids: Sequence[int], gold_ids: Sequence[int], s
     max_length = len(prompt_ids) + max_new_tokens
     stats = {"forward_passes": 0, "draft_tokens": 0, "draft_accepted": 0, "prefill_seconds": 0.0}
     appended: list[int] = []
+    # what greedy decoding must choose at each position: the reply, then EOS if it ended
+    ended = len(gold_ids) < max_new_tokens and eos_token_id is not None
+    wanted = list(gold_ids) + ([eos_token_id] if ended else [])
+    mismatches, check_cpu, check_wall = 0, 0.0, 0.0
+
+    def check(logits: torch.Tensor, at: int, rows: int) -> int:
+        nonlocal check_cpu, check_wall  # the check is no part of PLD: its time is taken out
+        cpu, wall = time.process_time(), time.perf_counter()
+        chosen = logits.reshape(-1, logits.shape[-1])[:rows].argmax(-1).tolist()
+        check_cpu += time.process_time() - cpu
+        check_wall += time.perf_counter() - wall
+        return sum(c != w for c, w in zip(chosen, wanted[at:at + rows]))
 
     def decode() -> float:
+        nonlocal mismatches
         start = time.perf_counter()
         cache = observed.new_cache()
-        observed.forward(list(prompt_ids), cache)
+        first = observed.forward(list(prompt_ids), cache)
         stats["prefill_seconds"] = time.perf_counter() - start
         stats["forward_passes"] += 1
+        if check_greedy:
+            mismatches += check(first, 0, 1)
         for token, drafted, accepted in lookup_steps(prompt_ids, gold_ids, setting, eos_token_id, max_length):
-            observed.forward([token] + drafted, cache, rows=1 + len(drafted))
+            logits = observed.forward([token] + drafted, cache, rows=1 + len(drafted))
+            if check_greedy:  # rows 0..accepted choose what follows token and its kept drafts
+                mismatches += check(logits, len(appended) + 1, 1 + accepted)
             observed.crop(cache, len(drafted) - accepted)
             appended.extend([token] + drafted[:accepted])
             stats["forward_passes"] += 1
@@ -158,6 +178,11 @@ def run_pld(hf_model: Any, prompt_ids: Sequence[int], gold_ids: Sequence[int], s
         return time.perf_counter() - start
 
     total, cpu = cpu_run(clock, decode)
+    if check_greedy:
+        stats["greedy_mismatches"] = mismatches
+        total -= check_wall
+        cpu = {name: value - check_cpu if name in ("cpu_total_seconds", "cpu_gen_seconds") else value
+               for name, value in cpu.items()}
     return {"prompt_tokens": len(prompt_ids), "tokens": len(appended), **stats,
             "total_seconds": total, "gen_seconds": total - stats["prefill_seconds"], **cpu,
             "exact": appended == list(gold_ids), "k": setting.num_output_tokens,

@@ -23,8 +23,11 @@ regen_pld20    ``smollm2-135m-regen``      model's own greedy output (k=20, n=3)
 
 The PLD rows clock transformers' prompt-lookup drafting verified against the regeneration
 model's own greedy reply (what greedy PLD produces): its output is regeneration's, only
-the forwards differ. That reply is decoded once per case and model (untimed) and shared by
-every PLD row. Opt-in (``--configs``). A CaD run of a lazy-snippet case (an
+the forwards differ. That reply is decoded once per case and model and shared by every
+PLD row: it is the regeneration row's output when that row ran first in the same process
+(re-encoded, and taken only if the verify forwards' own logits choose it at every
+position, ``greedy_mismatches``; the records say ``reply_from``), else an untimed
+``generate``. Opt-in (``--configs``). A CaD run of a lazy-snippet case (an
 instruction made by :func:`~cad_outlines.language.snippets.update_instruction`) drafts
 from the snippet's literal merge, as ``apply`` does; a configuration with a
 ``follow_prediction`` floor (``qwen_apply``, ``qwen_apply@P``) runs on snippet cases only
@@ -213,7 +216,10 @@ def _copies_in_range(ops: Sequence[Any], n: int) -> bool:
 
 
 def _run_generator(model: Any, case: Case, method: str, options: dict[str, Any], budget: int,
-                   sampling: dict[str, Any]) -> dict[str, Any]:
+                   sampling: dict[str, Any], texts: dict[Any, str] | None = None, key: Any = None
+                   ) -> dict[str, Any]:
+    """One CaD or regeneration run; a complete greedy regeneration's text is kept in
+    ``texts`` under ``(key, budget)`` for the prompt-lookup rows of the same model."""
     gen, clock = clocked_generator(model, case.doc, **options)
     instruction = case.meta["instruction"]
     update = update_of(instruction)
@@ -226,6 +232,8 @@ def _run_generator(model: Any, case: Case, method: str, options: dict[str, Any],
     else:
         result, cpu = cpu_run(clock, lambda: gen.regenerate(instruction, max_new_tokens=budget, **sampling))
     st = result.stats
+    if method == "regen" and texts is not None and result.complete and not sampling.get("temperature"):
+        texts[key, budget] = result.program
     # CaD: every guarantee the fuzz campaign checks (parse, strict resolve, index bounds)
     problems = check_result(result, gen) if method == "cad" else []
     return {"exact": result.document == case.gold, "complete": result.complete,
@@ -238,36 +246,56 @@ def _run_generator(model: Any, case: Case, method: str, options: dict[str, Any],
 
 
 def _run_pld(model: Any, case: Case, options: dict[str, Any], budget: int,
-             replies: dict[Any, list[int]], key: Any) -> dict[str, Any]:
+             replies: dict[Any, tuple[list[int], str]], texts: dict[Any, str], key: Any) -> dict[str, Any]:
     """Prompt lookup over the model's own greedy regeneration (the plain prompt).
 
-    The reply (untimed) is kept in ``replies`` under ``key``, so that every PLD row of
-    one model on one case verifies into one regeneration instead of each decoding the
-    whole file again."""
-    import torch
-
+    The reply is the regeneration row's output on this case (``texts``, re-encoded) when
+    that row ran in this process and the verify forwards confirm, at every position, that
+    greedy decoding chooses it; otherwise the model's ``generate`` (untimed). It is kept in
+    ``replies`` under ``(key, budget)``, so that every PLD row of one model on one case
+    verifies into one regeneration instead of each decoding the whole file again."""
     from .pld import PLDSetting, plain_prompt_ids, run_pld
 
     tok = model.hf_tokenizer
     prompt = plain_prompt_ids(tok, case.doc, case.meta["instruction"], trained_style(model.model))
+    setting = PLDSetting(options["k"], options["n"])
+
+    def verify(reply: list[int]) -> dict[str, Any]:
+        return run_pld(model.model, prompt, reply, setting, tok.eos_token_id, budget, check_greedy=True)
+
+    rec = None
+    if (key, budget) not in replies and (key, budget) in texts:
+        reused = tok.encode(texts[key, budget], add_special_tokens=False)
+        rec = verify(reused)
+        if rec["greedy_mismatches"] == 0:
+            replies[key, budget] = reused, "regeneration row"
+        else:
+            rec = None  # re-encoded otherwise than the model wrote it: decode it once more
     if (key, budget) not in replies:
-        with torch.no_grad():  # the model's own reply: what greedy PLD verifies its drafts into
-            out = model.model.generate(torch.tensor([prompt]), max_new_tokens=budget, do_sample=False,
-                                       pad_token_id=tok.eos_token_id)
-        reply = out[0, len(prompt):].tolist()
-        if reply and reply[-1] == tok.eos_token_id:
-            reply = reply[:-1]
-        replies[key, budget] = reply
-    reply = replies[key, budget]
-    rec = run_pld(model.model, prompt, reply, PLDSetting(options["k"], options["n"]), tok.eos_token_id,
-                  budget)
+        replies[key, budget] = _greedy_reply(model, prompt, budget), "generate"
+    reply, origin = replies[key, budget]
+    if rec is None:
+        rec = verify(reply)
     document = tok.decode(reply, skip_special_tokens=True)
     complete = len(reply) < budget
     return {"exact": complete and document == case.gold, "complete": complete, "valid": complete,
             "copies_in_range": True, "forwards": rec["forward_passes"], "program_tokens": rec["tokens"],
             "prompt_tokens": rec["prompt_tokens"], "stop_reason": "" if complete else "max_new_tokens",
             "cpu_total_seconds": rec["cpu_total_seconds"], "cpu_gen_seconds": rec["cpu_gen_seconds"],
+            "greedy_mismatches": rec["greedy_mismatches"], "reply_from": origin,
             "output": document[:2000]}
+
+
+def _greedy_reply(model: Any, prompt: list[int], budget: int) -> list[int]:
+    """The model's own greedy reply to ``prompt`` (transformers' ``generate``), EOS cut."""
+    import torch
+
+    tok = model.hf_tokenizer
+    with torch.no_grad():
+        out = model.model.generate(torch.tensor([prompt]), max_new_tokens=budget, do_sample=False,
+                                   pad_token_id=tok.eos_token_id)
+    reply = out[0, len(prompt):].tolist()
+    return reply[:-1] if reply and reply[-1] == tok.eos_token_id else reply
 
 
 def _run_text(model: Any, case: Case, budget: int, sampling: dict[str, Any]) -> dict[str, Any]:
@@ -374,9 +402,11 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
     # run() opened (and repaired) the file before any worker started
     log = RecordLog(checkpoint[0], checkpoint[1], _record_key, repair=False) if checkpoint else None
     loaded: dict[str, Any] = {}
-    replies: dict[Any, list[int]] = {}  # (preset, case id), budget -> greedy reply: shared by the PLD rows
+    replies: dict[Any, tuple[list[int], str]] = {}  # (preset, case id), budget -> greedy reply, its origin
+    texts: dict[Any, str] = {}  # the same key -> the regeneration row's complete greedy text
     records: list[dict[str, Any]] = []
-    for name in configs:
+    # prompt lookup last: it verifies into the output of its model's regeneration row
+    for name in sorted(configs, key=lambda n: config_of(n)[1] == "pld"):
         preset, method, options = config_of(name)
         plain = method in ("regen", "pld")
         model = None
@@ -404,11 +434,11 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
                     rec = _run_text(model, case, cfg.cad_budget, sampling)
                 elif method == "pld":
                     gold = len(model.hf_tokenizer.encode(case.gold, add_special_tokens=False))
-                    rec = _run_pld(model, case, options, gold + cfg.regen_margin, replies, (preset, case.id))
+                    rec = _run_pld(model, case, options, gold + cfg.regen_margin, replies, texts, (preset, case.id))
                 else:
                     budget = (cfg.cad_budget if method == "cad" else
                               len(model.hf_tokenizer.encode(case.gold, add_special_tokens=False)) + cfg.regen_margin)
-                    rec = _run_generator(model, case, method, options, budget, sampling)
+                    rec = _run_generator(model, case, method, options, budget, sampling, texts, (preset, case.id))
                 instruction = case.meta["instruction"]
                 rec.update(warm(adapter.plain_prompt_ids(case.doc, instruction, style) if plain else
                                 adapter.prompt_ids(case.doc, instruction, style=style)))
@@ -425,18 +455,31 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
 def _weight(name: str) -> int:
     """Relative cost of a configuration's runs, to balance ``jobs`` worker processes:
     regeneration decodes the whole file (prompt lookup does so once more, untimed, for its
-    reply); a prompted base model writes long CaD programs."""
+    reply, unless its model's regeneration row ran first in the same worker); a prompted
+    base model writes long CaD programs."""
     preset, method, _ = config_of(name)
     return {"regen": 3, "pld": 4}.get(method, 2 if preset.endswith("-base") else 1)
 
 
 def _split(configs: Sequence[str], sampled: Sequence[str], jobs: int) -> list[list[str]]:
+    """``configs`` in at most ``jobs`` parts of about equal weight; the prompt-lookup rows of
+    a model go with its regeneration row (they verify into that row's output)."""
+    units: dict[str, list[str]] = defaultdict(list)
+    for name in configs:
+        preset, method, _ = config_of(name)
+        units[f"{preset} regen" if method in ("regen", "pld") else name].append(name)
+
+    def weight(unit: list[str]) -> int:
+        reused = any(config_of(n)[1] == "regen" for n in unit)
+        return sum((1 if reused and config_of(n)[1] == "pld" else _weight(n)) * (2 if n in sampled else 1)
+                   for n in unit)
+
     loads = [0.0] * jobs
     parts: list[list[str]] = [[] for _ in range(jobs)]
-    for name in sorted(configs, key=lambda n: -_weight(n) * (2 if n in sampled else 1)):
+    for unit in sorted(units.values(), key=lambda u: -weight(u)):
         k = loads.index(min(loads))
-        parts[k].append(name)
-        loads[k] += _weight(name) * (2 if name in sampled else 1)
+        parts[k].extend(unit)
+        loads[k] += weight(unit)
     return [p for p in parts if p]
 
 
@@ -482,9 +525,9 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
         with ProcessPoolExecutor(len(parts), mp_context=multiprocessing.get_context("spawn")) as pool:
             futures = [pool.submit(_decode, cfg, cases, part, None, resume) for part in parts]
             found = [rec for future in futures for rec in future.result()]
-        records = [rec for name in cfg.configs for rec in found if rec["config"] == name]
     else:
-        records = _decode(cfg, cases, cfg.configs, loader, resume)
+        found = _decode(cfg, cases, cfg.configs, loader, resume)
+    records = [rec for name in cfg.configs for rec in found if rec["config"] == name]
     summaries: dict[str, Any] = {}
     for name in cfg.configs:
         for label in sorted({r["sampling"] for r in records if r["config"] == name}):
