@@ -9,7 +9,8 @@ from contextlib import contextmanager
 import pytest
 
 from cad_outlines.bench.quality import (CONFIGS, DEFAULT_CONFIGS, QualityConfig, _run_pld, config_of, dropped_tail,
-                                        first_of_each_subset, format_table, load_eval_cases, run)
+                                        first_of_each_subset, load_eval_cases, run)
+from cad_outlines.bench.quality_report import format_table
 from cad_outlines.bench._loop import CountingRunner
 from cad_outlines.bench.pld import PLDSetting, plain_prompt_ids, run_pld
 from cad_outlines.decoding.prompts import trained_style

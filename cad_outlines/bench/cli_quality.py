@@ -190,7 +190,8 @@ def _add_bench_quality(bench: argparse._SubParsersAction) -> None:
 
 
 def _run_bench_quality(args: argparse.Namespace) -> int:
-    from cad_outlines.bench.quality import CONFIGS, QualityConfig, config_of, format_table, load_eval_cases, run
+    from cad_outlines.bench.quality import CONFIGS, QualityConfig, config_of, load_eval_cases, run
+    from cad_outlines.bench.quality_report import format_table
     from cad_outlines.files import atomic_write
 
     def names(option: str, text: str) -> tuple[str, ...]:  # CONFIGS names, or NAME@P

@@ -71,7 +71,7 @@ from ..decoding.prompts import trained_style
 from ._loop import WarmPrefill, clocked_generator, cpu_run
 from .fuzz import check_result
 
-__all__ = ["CONFIGS", "DEFAULT_CONFIGS", "QualityConfig", "config_of", "format_table", "load_eval_cases", "run"]
+__all__ = ["CONFIGS", "DEFAULT_CONFIGS", "QualityConfig", "config_of", "load_eval_cases", "run"]
 
 #: configuration -> (preset, method, generator options)
 CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
@@ -543,67 +543,3 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
     if resume is not None:  # records measured by an earlier run: its seconds and environment are not these
         report["checkpoint"] = {"path": resume[0], "resumed": sum(_record_key(r) in before for r in records)}
     return report
-
-
-def _speed_table(report: dict[str, Any], greedy: Sequence[str]) -> str:
-    """Process CPU seconds per edit (greedy) generation only, prompt included cold (the
-    run's own prefill) and warm (the prompt's constant head cached); speed-ups over the
-    regeneration row of the same model family (``regen``; ``qwen_regen`` for ``qwen_*``)."""
-    s = {key.split("/")[0]: report["summaries"][key]["all"] for key in greedy}
-    lines = ["Speed (greedy, process CPU s per edit; cold: the whole prompt prefilled; warm: its "
-             "constant head cached once per process):", "",
-             "| configuration | prompt tokens | cached when warm | gen only | prompt incl., cold | prompt incl., warm "
-             "| speed-up over its family's regen row: gen / cold / warm |", "|---|---:|---:|---:|---:|---:|---|"]
-    keys = ("cpu_gen_seconds_mean", "cpu_seconds_mean", "cpu_warm_seconds_mean")
-    for name, a in s.items():
-        base = s.get("qwen_regen" if name.startswith("qwen_") else "regen")
-        times = [a[k] for k in keys]
-        ups = " / ".join(f"{base[k] / a[k]:.2f}x" for k in keys) if base else "-"
-        lines.append(f"| {name} | {a['prompt_tokens_mean']} | {a['prompt_tokens_cached_mean']} | {times[0]:.3f} "
-                     f"| {times[1]:.3f} | {times[2]:.3f} | {ups} |")
-    return "\n".join(lines)
-
-
-def format_table(report: dict[str, Any]) -> str:
-    """The markdown tables of a report: overall (synthetic / commits) and by kind for greedy."""
-    out = ["| configuration | sampling | n | exact (synthetic) | exact (commits) | complete | valid of complete "
-           "| copies in range | forwards / edit | CPU s / edit |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for key, s in report["summaries"].items():
-        name, label = key.split("/")
-        rows = [r for r in report["records"] if r["config"] == name and r["sampling"] == label]
-        commits = [r for r in rows if r["kind"] == "commit"]
-        a, syn = s["all"], s["synthetic"]
-        exact_c = f"{sum(r['exact'] for r in commits)}/{len(commits)}" if commits else "-"
-        exact_s = f"{sum(r['exact'] for r in rows if r['kind'] != 'commit')}/{syn['n']}" if syn else "-"
-        valid = "-" if a["valid_of_complete"] is None else f"{a['valid_of_complete']:.0%}"
-        out.append(f"| {name} | {label} | {a['n']} | {exact_s} | {exact_c} | {a['complete']:.0%} | {valid} "
-                   f"| {a['copies_in_range']:.0%} | {a['forwards_mean']} | {a['cpu_seconds_mean']} |")
-    greedy = [k for k in report["summaries"] if k.endswith("/greedy")]
-    resumed = report.get("checkpoint", {}).get("resumed")
-    if resumed:
-        out += ["", f"{resumed} of these {len(report['records'])} records were measured by an earlier run "
-                    f"and taken from {report['checkpoint']['path']}."]
-    out += ["", _speed_table(report, greedy)]
-    subsets = sorted({r.get("subset", "-") for r in report["records"]} - {"-"})
-    if subsets:  # the v2 set: exact / complete / dropped tails / CPU s per exact edit, per subset
-        out += ["", "By subset (greedy): exact, complete, dropped tails, CPU s per exact edit (prompt included, cold):", "",
-                "| configuration | " + " | ".join(subsets) + " |", "|---|" + "---|" * len(subsets)]
-        for key in greedy:
-            by = report["summaries"][key]["by_subset"]
-            cells = []
-            for name in subsets:
-                a = by.get(name)
-                per = "-" if a is None or a["cpu_seconds_per_exact"] is None else f"{a['cpu_seconds_per_exact']:.1f} s"
-                cells.append("-" if a is None else f"{round(a['exact'] * a['n'])}/{a['n']}, {a['complete']:.0%}, "
-                             f"{a['dropped_tail']}, {per}")
-            out.append(f"| {key.split('/')[0]} | " + " | ".join(cells) + " |")
-    for field, title in (("kind", "edit kind"), ("corpus", "corpus")):
-        columns = sorted({r[field] for r in report["records"]})
-        out += ["", f"Exact match by {title} (greedy):", "",
-                "| configuration | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
-        for key in greedy:
-            by = report["summaries"][key][f"by_{field}"]
-            cells = [f"{round(by[c]['exact'] * by[c]['n'])}/{by[c]['n']}" if c in by else "-" for c in columns]
-            out.append(f"| {key.split('/')[0]} | " + " | ".join(cells) + " |")
-    return "\n".join(out)
