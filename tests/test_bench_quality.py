@@ -129,6 +129,7 @@ def test_prompt_lookup_verifies_into_the_regeneration_rows_own_output(tiny_model
         assert rows[name]["output"] == rows["regen"]["output"] and rows[name]["program_tokens"] == len(reply)
     assert len(calls) == 1  # only the refused reply above was decoded again
     assert wrong["reply_from"] == "generate" and wrong["greedy_mismatches"] == 0
+    assert wrong["refused_reply_mismatches"] >= 1 and rows["regen_pld10"]["refused_reply_mismatches"] is None
     assert wrong["output"] == "total = add(1, 2)\n"
 
 

@@ -26,10 +26,11 @@ model's own greedy reply (what greedy PLD produces): its output is regeneration'
 the forwards differ. That reply is decoded once per case and model and shared by every
 PLD row: it is the regeneration row's output when that row ran first in the same process
 (re-encoded, and taken only if the verify forwards' own logits choose it at every
-position, ``greedy_mismatches``; the records say ``reply_from``), else an untimed
-``generate``. Opt-in (``--configs``). A CaD run of a lazy-snippet case (an
-instruction made by :func:`~cad_outlines.language.snippets.update_instruction`) drafts
-from the snippet's literal merge, as ``apply`` does; a configuration with a
+position, ``greedy_mismatches``; the records say ``reply_from``, and a refused reply's
+count as ``refused_reply_mismatches``), else an untimed ``generate``. Opt-in
+(``--configs``). A CaD run of a lazy-snippet case (an instruction made by
+:func:`~cad_outlines.language.snippets.update_instruction`) drafts from the snippet's
+literal merge, as ``apply`` does; a configuration with a
 ``follow_prediction`` floor (``qwen_apply``, ``qwen_apply@P``) runs on snippet cases only
 (elsewhere it would repeat its CaD row).
 
@@ -263,14 +264,14 @@ def _run_pld(model: Any, case: Case, options: dict[str, Any], budget: int,
     def verify(reply: list[int]) -> dict[str, Any]:
         return run_pld(model.model, prompt, reply, setting, tok.eos_token_id, budget, check_greedy=True)
 
-    rec = None
+    rec, refused = None, None
     if (key, budget) not in replies and (key, budget) in texts:
         reused = tok.encode(texts[key, budget], add_special_tokens=False)
         rec = verify(reused)
         if rec["greedy_mismatches"] == 0:
             replies[key, budget] = reused, "regeneration row"
-        else:
-            rec = None  # re-encoded otherwise than the model wrote it: decode it once more
+        else:  # re-encoded otherwise than the model wrote it, or a near tie: decode it once more
+            rec, refused = None, rec["greedy_mismatches"]
     if (key, budget) not in replies:
         replies[key, budget] = _greedy_reply(model, prompt, budget), "generate"
     reply, origin = replies[key, budget]
@@ -282,7 +283,7 @@ def _run_pld(model: Any, case: Case, options: dict[str, Any], budget: int,
             "copies_in_range": True, "forwards": rec["forward_passes"], "program_tokens": rec["tokens"],
             "prompt_tokens": rec["prompt_tokens"], "stop_reason": "" if complete else "max_new_tokens",
             "cpu_total_seconds": rec["cpu_total_seconds"], "cpu_gen_seconds": rec["cpu_gen_seconds"],
-            "greedy_mismatches": rec["greedy_mismatches"], "reply_from": origin,
+            "greedy_mismatches": rec["greedy_mismatches"], "reply_from": origin, "refused_reply_mismatches": refused,
             "output": document[:2000]}
 
 
