@@ -130,7 +130,7 @@ def config_of(name: str) -> tuple[str, str, dict[str, Any]]:
 
 
 #: Configurations run unless ``--configs`` names others (the PLD rows are opt-in: they
-#: repeat the regeneration to learn the model's own output first).
+#: need the regeneration model's own output, from its row or decoded again).
 DEFAULT_CONFIGS = tuple(name for name in CONFIGS if not name.startswith(("regen_pld", "qwen_")))
 #: ``--cases v2``: the bundled v2 subsets (scripts/make_eval_v2.py): templated, held-out
 #: phrasings, whole files by length, lazy snippets and subjects of real commits.
@@ -453,13 +453,13 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
     return records
 
 
-def _weight(name: str) -> int:
+def _weight(name: str, with_regen: bool = False) -> int:
     """Relative cost of a configuration's runs, to balance ``jobs`` worker processes:
     regeneration decodes the whole file (prompt lookup does so once more, untimed, for its
-    reply, unless its model's regeneration row ran first in the same worker); a prompted
-    base model writes long CaD programs."""
+    reply, unless its model's regeneration row runs first in the same worker:
+    ``with_regen``); a prompted base model writes long CaD programs."""
     preset, method, _ = config_of(name)
-    return {"regen": 3, "pld": 4}.get(method, 2 if preset.endswith("-base") else 1)
+    return {"regen": 3, "pld": 1 if with_regen else 4}.get(method, 2 if preset.endswith("-base") else 1)
 
 
 def _split(configs: Sequence[str], sampled: Sequence[str], jobs: int) -> list[list[str]]:
@@ -471,9 +471,8 @@ def _split(configs: Sequence[str], sampled: Sequence[str], jobs: int) -> list[li
         units[f"{preset} regen" if method in ("regen", "pld") else name].append(name)
 
     def weight(unit: list[str]) -> int:
-        reused = any(config_of(n)[1] == "regen" for n in unit)
-        return sum((1 if reused and config_of(n)[1] == "pld" else _weight(n)) * (2 if n in sampled else 1)
-                   for n in unit)
+        with_regen = any(config_of(n)[1] == "regen" for n in unit)
+        return sum(_weight(n, with_regen) * (2 if n in sampled else 1) for n in unit)
 
     loads = [0.0] * jobs
     parts: list[list[str]] = [[] for _ in range(jobs)]
