@@ -431,14 +431,15 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
                     adapter = get_adapter(model.hf_tokenizer)
                     style = trained_style(model.model)
                     warm = WarmPrefill(model.model, adapter.constant_ids(style=style, plain=plain))
+                # a plain reply cannot need more than the gold; one budget for regeneration and
+                # prompt lookup, so that the latter finds the former's text under the same key
+                budget = (len(model.hf_tokenizer.encode(case.gold, add_special_tokens=False)) + cfg.regen_margin
+                          if plain else cfg.cad_budget)
                 if method == "text":
-                    rec = _run_text(model, case, cfg.cad_budget, sampling)
+                    rec = _run_text(model, case, budget, sampling)
                 elif method == "pld":
-                    gold = len(model.hf_tokenizer.encode(case.gold, add_special_tokens=False))
-                    rec = _run_pld(model, case, options, gold + cfg.regen_margin, replies, texts, (preset, case.id))
+                    rec = _run_pld(model, case, options, budget, replies, texts, (preset, case.id))
                 else:
-                    budget = (cfg.cad_budget if method == "cad" else
-                              len(model.hf_tokenizer.encode(case.gold, add_special_tokens=False)) + cfg.regen_margin)
                     rec = _run_generator(model, case, method, options, budget, sampling, texts, (preset, case.id))
                 instruction = case.meta["instruction"]
                 rec.update(warm(adapter.plain_prompt_ids(case.doc, instruction, style) if plain else
