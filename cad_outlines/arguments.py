@@ -208,7 +208,8 @@ def add_model_source(p: argparse.ArgumentParser, random_use: str) -> None:
     source.add_argument("--model", metavar="DIR|FILE.gguf",
                         help="local Hugging Face model folder (transformers causal LM), or a GGUF file")
     source.add_argument("--preset", metavar="NAME",
-                        help="a preset: smollm2-135m (real weights, fine-tuned to edit) or a "
+                        help="a preset: a real-weight one (smollm2-135m, qwen2.5-coder-0.5b and their "
+                             "variants; `cad-outlines weights list`) or a "
                              f"random-weight one ({random_use})")
 
 

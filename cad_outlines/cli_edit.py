@@ -29,14 +29,16 @@ def _fail(message: str) -> None:
 
 @COMMANDS.command
 def _add_demo(sub: argparse._SubParsersAction) -> None:
-    from cad_outlines.tools.presets import PRESETS, PRESET_SUMMARIES  # names only: no torch import
+    from cad_outlines.tools.presets import PRESETS, PRESET_SUMMARIES, REAL_PRESETS  # names only: no torch import
 
-    choices = ["smollm2-135m", *PRESETS]
+    # a real preset demos beside its regeneration twin, so only those with one are offered
+    choices = [*(name for name in REAL_PRESETS if f"{name}-regen" in REAL_PRESETS), *PRESETS]
     presets = "\n".join(f"  {name:22} {PRESET_SUMMARIES[name]}" for name in choices)
     p = sub.add_parser(
         "demo", help="run the real decode loop offline on a bundled example edit",
         formatter_class=HelpFormatter,
-        description="smollm2-135m (the default): the fine-tuned real model chooses its own program "
+        description="smollm2-135m (the default) or qwen2.5-coder-0.5b (after `cad-outlines weights "
+                    "fetch qwen2.5-coder-0.5b`): the fine-tuned real model chooses its own program "
                     "for an edit of a file it never saw in training, next to the same base model "
                     "fine-tuned to regenerate the file. A random-weight preset: the oracle program "
                     "of a bundled edit is teacher-forced through the real decode loop, next to full "

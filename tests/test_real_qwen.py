@@ -130,3 +130,14 @@ def test_the_regeneration_twin_loads_its_adapter_and_answers_with_the_bare_file(
     lines = result.program.splitlines()
     assert lines[0] == case.doc.splitlines()[0], result.program
     assert set(lines) <= set(case.doc.splitlines()) | set(case.gold.splitlines()), result.program
+
+
+def test_the_demo_of_the_fine_tuned_preset_writes_the_expected_file(real_qwen):
+    """`cad-outlines demo --preset qwen2.5-coder-0.5b`: the bundled edit, the fine-tuned model
+    choosing its program beside the regeneration twin (the session's loaded models)."""
+    from cad_outlines.tools.demo import run_real_demo
+
+    report = run_real_demo(real_qwen(FINE_TUNED), real_qwen(REGEN), FINE_TUNED)
+    assert report.matches_gold, report.cad.program
+    assert report.cad.stats.splices >= 1
+    assert "the fine-tuned model chose this program" in report.format()

