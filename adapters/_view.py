@@ -2,8 +2,9 @@
 
 Line view (``granularity="lines"``)
 -----------------------------------
-The document's lines are ``syntax.split_lines(document)`` (the copy units: a trailing
-newline gives an empty last line). Line ``i`` (1-indexed) is shown as::
+The document's lines are ``syntax.copy_lines(document)`` (the copy units: a trailing
+newline gives an empty last line, and a document without one shows its open end, an
+empty last line too). Line ``i`` (1-indexed) is shown as::
 
     f"{i:>{w}}| {line}"        # w = len(str(n)), n = number of lines
 
@@ -99,7 +100,7 @@ def format_statement(granularity: str, style: str = "full") -> str:
 
 def number_lines(document: str, style: str = "full") -> str:
     """The line view of ``document`` (see the module docstring; ``compact``: ``"{i} "``)."""
-    lines = syntax.split_lines(document)
+    lines = syntax.copy_lines(document)
     if style == "compact":
         return "\n".join(f"{i} {line}" for i, line in enumerate(lines, 1))
     width = len(str(len(lines)))

@@ -236,7 +236,7 @@ class Adapter:
     def render_document(self, document: str, granularity: str = "lines", style: str = "full") -> str:
         """The numbered view of ``document`` used in the prompt.
 
-        Lines: ``f"{i:>{w}}| {line}"`` for ``i, line`` in ``enumerate(document.split("\\n"), 1)``
+        Lines: ``f"{i:>{w}}| {line}"`` for ``i, line`` in ``enumerate(syntax.copy_lines(document), 1)``
         with ``w = len(str(n))`` (style ``compact``: ``f"{i} {line}"``). Tokens: one row per
         line, prefixed by the positions of the tokens starting on it, ``·`` before each
         further token (see ``adapters/_view.py``).

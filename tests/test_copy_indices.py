@@ -22,6 +22,14 @@ from cad_outlines.generate import cad
 from testdata import FAMILY_PRESETS
 
 
+def _lines_doc(n):
+    """A document of ``n`` copy lines: ``n - 1`` of text and the empty last line after the
+    final newline (``copy_lines`` numbers exactly these)."""
+    doc = "\n".join([f"l{k}" for k in range(n - 1)] + [""])
+    assert len(syntax.copy_lines(doc)) == n
+    return doc
+
+
 def _start(compiled, indices, adapter, granularity):
     constraint = ProgramConstraint(compiled, indices)
     constraint.advance(adapter.encode(syntax.PROGRAM_OPEN + syntax.COPY_OPEN[granularity]))
@@ -84,7 +92,7 @@ def _assert_valid(pairs, indices):
 def test_line_copies_exhaustive(preset, n, tiny_model):
     """All and only the pairs 1 <= i <= j <= n are reachable, on every tokenization path."""
     model = tiny_model(preset)
-    gen = cad(model, "\n".join(f"l{k}" for k in range(n)), draft_tags=False)
+    gen = cad(model, _lines_doc(n), draft_tags=False)
     indices = CopyIndices.for_lines(n)
     reached = walk_all(gen.compiled, indices, gen.adapter, "lines")
     assert reached == {(i, j) for i in range(1, n + 1) for j in range(i, n + 1)}
@@ -123,7 +131,7 @@ def _cached_generator(tiny_model, preset, n):
 @pytest.mark.parametrize("bad", ["2-1", "12-11", "10-9", "9-2", "3-13", "0-1"])
 def test_reversed_or_out_of_range_forced_copy_is_refused(preset, bad, tiny_model):
     """The reproducer of issue 10: a reversed copy on a 12-line document."""
-    gen = CaDGenerator(tiny_model(preset), "\n".join(f"l{k}" for k in range(12)))
+    gen = CaDGenerator(tiny_model(preset), _lines_doc(12))
     with pytest.raises(ForcedProgramError):
         gen.run("x", force_program=f'<program><copy lines="{bad}"/></program>')
 

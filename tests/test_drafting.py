@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cad_outlines.decoding import generator as generator_module
-from cad_outlines.language import escape, program
+from cad_outlines.language import escape, program, syntax
 from cad_outlines.decoding.drafting import DraftBudget, Drafter, ForwardCost, similarity
 from cad_outlines.decoding.tree import DraftTree, PendingDraft
 from cad_outlines.decoding.generator import CaDGenerator
@@ -180,7 +180,7 @@ def test_greedy_and_sampled_programs_do_not_depend_on_drafts(preset, tiny_model)
             assert drafted.stats.decoded_tokens == plain.stats.decoded_tokens
             assert drafted.stats.forward_passes == plain.stats.forward_passes - drafted.stats.forwards_saved
             accepted += drafted.stats.draft_accepted
-            n = len(doc.split("\n"))
+            n = len(syntax.copy_lines(doc))
             assert all(1 <= op.start <= op.end <= n for op in drafted.ops if isinstance(op, Copy))
             if drafted.complete:
                 complete += 1

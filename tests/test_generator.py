@@ -107,7 +107,7 @@ def test_sampled_programs_parse_and_resolve(preset, tiny_model):
             doc = _DOCS[i % len(_DOCS)]
             gen = gens[doc]
             result = gen.run("rewrite it", seed=i)
-            n = len(doc.split("\n"))
+            n = gen.view.upper  # the lines and, without a final newline, the open end
             for op in result.ops:
                 if isinstance(op, Copy):
                     assert 1 <= op.start <= op.end <= n, (result.program, op)
@@ -166,8 +166,9 @@ def test_large_document_bounds(preset, tiny_model):
     from cad_outlines.decoding.constraint import ProgramConstraint
 
     model = tiny_model(preset)
-    lines = [f"row {i}" for i in range(1, 6001)]
-    gen = CaDGenerator(model, "\n".join(lines))
+    lines = [f"row {i}" for i in range(1, 6000)]  # and the empty 6,000th after the final newline
+    gen = CaDGenerator(model, "\n".join(lines) + "\n")
+    assert gen.view.upper == 6000
     assert gen.compiled.compile_seconds < 5.0
 
     def accepts(text: str) -> bool:
@@ -300,3 +301,24 @@ def test_regeneration_that_samples_bytes_which_are_not_utf8_keeps_going(tiny_mod
     lone = next(t for t in range(1000) if len(free.piece_bytes(t)) == 1 and 0x80 <= free.piece_bytes(t)[0] < 0xC0)
     free.advance([lone, gen.adapter.encode("ok")[0]])
     assert free.text.startswith("\ufffd") and not free.done
+
+
+# a document without a final newline: its open end ---------------------------------------
+
+@pytest.mark.parametrize("preset", FAMILY_PRESETS)
+def test_an_open_ended_document_is_shown_and_edited_with_its_open_end(preset, tiny_model):
+    """The prompt numbers the open end as the empty last line every trained file has; a
+    program that copies through it keeps the file without a final newline, in the result,
+    the stream and the splice (the open end splices nothing the model could not see)."""
+    model = tiny_model(preset)
+    doc = "a = 1\nb = 2"
+    gen = CaDGenerator(model, doc)
+    assert gen.view.upper == 3 and gen.view.open_end
+    assert "b = 2\n3" in gen.adapter.render_document(doc, gen.granularity, gen.prompt_style)
+    forced = '<program><copy lines="1-1"/><gen>\nc = 3\n</gen><copy lines="3-3"/></program>'
+    result = gen.run("x", force_program=forced)
+    assert result.document == "a = 1\nc = 3" == resolve(result.ops, doc)
+    assert "".join(gen.stream("x", force_program=forced)) == "a = 1\nc = 3"
+    assert gen.run("x", force_program='<program><copy lines="1-3"/></program>').document == doc
+    with pytest.raises(ForcedProgramError):
+        gen.run("x", force_program='<program><copy lines="1-4"/></program>')

@@ -141,3 +141,18 @@ def test_the_demo_of_the_fine_tuned_preset_writes_the_expected_file(real_qwen):
     assert report.matches_gold, report.cad.program
     assert report.cad.stats.splices >= 1
     assert "the fine-tuned model chose this program" in report.format()
+
+
+def test_a_file_without_a_final_newline_is_edited_not_looped_on(real_qwen):
+    """Every training file ends in a newline. Before the open end, this whole file with its
+    final newline taken off made the fine-tuned model copy ``36-36`` until the budget ran out
+    (the line it reached for, the empty last line, was not there); shown its open end it
+    writes the edit and keeps the file without a final newline."""
+    model = real_qwen(FINE_TUNED)
+    case = next(c for c in load_eval_cases("v2") if c.id == "whole_le50-001")
+    doc, gold = case.doc[:-1], case.gold[:-1]
+    gen = cad(model, doc, max_new_tokens=300)
+    result = gen.run(case.meta["instruction"])
+    assert check_result(result, gen) == [], result.program
+    assert result.document == gold, result.program
+    assert result.ops[-1] == Copy(result.ops[-1].start, gen.view.upper)  # through the open end

@@ -5,9 +5,12 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cad_outlines.language.program import Copy, CopyTokens, Gen, parse, render
 from cad_outlines.language.resolver import ResolveError, ResolveWarning, gen_body, resolve
+from cad_outlines.language.syntax import copy_lines, open_ended, split_lines
 
 DOC = "a\nb\nc\nd\n"  # lines: "a", "b", "c", "d", "" (n = 5)
 
@@ -196,3 +199,32 @@ def test_token_copy_from_an_empty_document():
     with pytest.warns(ResolveWarning, match="dropped"):
         assert resolve([Gen("a"), CopyTokens(0, 0), Gen("b")], "", mode="clipped",
                        token_pieces=[]) == "ab"
+
+
+# -- the open end: a document without a final newline ------------------------------------
+
+
+def test_a_document_without_a_final_newline_has_an_open_end():
+    doc = "x = 1\ny = 2"
+    assert copy_lines(doc) == ["x = 1", "y = 2", ""] and open_ended(doc)
+    assert copy_lines("x\n") == ["x", ""] and not open_ended("x\n")
+    assert copy_lines("") == [""] and not open_ended("")
+    # the form a trained model writes (its last copy runs to the empty last line) keeps the
+    # file's missing final newline, whatever the edit before it
+    assert resolve([Copy(1, 3)], doc) == doc
+    assert resolve([Copy(1, 1), Copy(3, 3)], doc) == "x = 1"
+    assert resolve([Copy(1, 2), Gen("z = 3"), Copy(3, 3)], doc) == "x = 1\ny = 2\nz = 3"
+    assert resolve([Gen("w = 0"), Copy(1, 3)], doc) == "w = 0\nx = 1\ny = 2"
+    # the programs written over its text lines alone mean what they always meant
+    assert resolve([Copy(1, 2)], doc) == doc and resolve([Copy(1, 1)], doc) == "x = 1"
+    assert resolve([Copy(1, 2), Gen("")], doc) == "x = 1\ny = 2\n"
+    # elsewhere the open end is an empty line; past it is out of range
+    assert resolve([Copy(3, 3), Copy(1, 1)], doc) == "\nx = 1"
+    with pytest.raises(ResolveError, match="4"):
+        resolve([Copy(1, 4)], doc)
+
+
+@given(st.text(alphabet="ab \n\r\t", max_size=30))
+def test_copying_every_copy_line_or_every_text_line_gives_the_document_back(doc):
+    assert resolve([Copy(1, len(copy_lines(doc)))], doc) == doc
+    assert resolve([Copy(1, len(split_lines(doc)))], doc) == doc

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cad_outlines.language import program
-from cad_outlines.language.syntax import ESCAPE_CHAR
+from cad_outlines.language.syntax import ESCAPE_CHAR, copy_lines, open_ended
 from cad_outlines.language.program import Copy, CopyTokens, Gen
 from cad_outlines.language.resolver import ResolveError, resolve
 from cad_outlines.decoding.streaming import DocumentStream
@@ -38,8 +38,8 @@ def _feed(stream: DocumentStream, text: str, cuts: list[int], granularity: str) 
 @st.composite
 def _line_case(draw):
     lines = draw(st.lists(_TEXT.map(lambda s: s.replace("\n", "")), min_size=1, max_size=6))
-    document = "\n".join(lines)
-    n = len(lines)
+    document = "\n".join(lines)  # ends in "\n" when the last line drawn is empty, else open-ended
+    n = len(copy_lines(document))
     copies = st.tuples(st.integers(1, n), st.integers(1, n)).map(lambda p: Copy(min(p), max(p)))
     ops = draw(st.lists(st.one_of(copies, _TEXT.map(Gen)), max_size=6))
     return document, ops
@@ -65,10 +65,13 @@ def test_line_program_chunks_concatenate_to_the_resolved_document(case, data):
     document, ops = case
     text = program.render(ops)
     expected = resolve(ops, document)
-    every_char = _feed(DocumentStream(lines=document.split("\n")), text, list(range(len(text))), "lines")
+    def stream():
+        return DocumentStream(lines=copy_lines(document), open_end=open_ended(document))
+
+    every_char = _feed(stream(), text, list(range(len(text))), "lines")
     assert "".join(every_char) == expected
     cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=8))
-    assert "".join(_feed(DocumentStream(lines=document.split("\n")), text, cuts, "lines")) == expected
+    assert "".join(_feed(stream(), text, cuts, "lines")) == expected
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -125,3 +128,13 @@ def test_empty_gen_is_an_empty_line():
     stream = DocumentStream(lines=["a", "b"])
     got = stream.feed([Copy(1, 1)], "") + stream.feed([Gen("")], "") + stream.feed([Copy(2, 2)], "")
     assert got == resolve([Copy(1, 1), Gen(""), Copy(2, 2)], "a\nb") == "a\n\nb"
+
+
+def test_a_copy_through_the_open_end_holds_its_newline_until_the_program_goes_on():
+    lines, ops = ["x", "y", ""], [Copy(1, 3)]  # "x\ny": no final newline, line 3 its open end
+    stream = DocumentStream(lines=lines, open_end=True)
+    assert stream.feed(ops, "") == "x\ny"
+    assert stream.close() == ""  # the program ended there: the file keeps its missing newline
+    stream = DocumentStream(lines=lines, open_end=True)
+    assert stream.feed(ops, "") + stream.feed([], "<gen>z") == "x\ny\n\nz"
+    assert resolve([Copy(1, 3), Gen("z")], "x\ny") == "x\ny\n\nz"

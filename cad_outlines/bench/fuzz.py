@@ -199,8 +199,7 @@ def check_result(result: Any, gen: CaDGenerator) -> list[str]:
     if not isinstance(result, CaDResult):
         return [f"run() returned {type(result).__name__}, not CaDResult"]
     problems: list[str] = []
-    lo, hi = (1, len(syntax.split_lines(gen.document))) if gen.granularity == "lines" else (
-        0, len(gen.adapter.document_ids(gen.document)) - 1)
+    lo, hi = (1, gen.view.upper) if gen.granularity == "lines" else (0, gen.view.upper - 1)
     copy_cls = Copy if gen.granularity == "lines" else CopyTokens
     for k, op in enumerate(result.ops):
         if isinstance(op, Gen):

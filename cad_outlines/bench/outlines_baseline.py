@@ -16,7 +16,7 @@ import torch
 from outlines.processors.base_logits_processor import OutlinesLogitsProcessor
 
 from ..language.grammar import load_grammar, specialize
-from ..language.syntax import split_lines
+from ..language.syntax import copy_lines
 
 __all__ = ["ForcingProcessor", "run_outlines"]
 
@@ -100,7 +100,7 @@ def run_outlines(model: Any, document: str, instruction: str, program_text: str,
     import outlines
     from transformers import StoppingCriteriaList
 
-    grammar = specialize(load_grammar("lines"), len(split_lines(document)), "lines")
+    grammar = specialize(load_grammar("lines"), len(copy_lines(document)), "lines")
     clock = time.perf_counter()
     generator = outlines.Generator(model, outlines.types.CFG(grammar))
     setup = time.perf_counter() - clock

@@ -62,7 +62,7 @@ from typing import Any, Callable, Sequence
 from ..language import program as programs
 from ..language.program import Copy
 from ..language.snippets import update_of
-from ..language.syntax import PROGRAM_CLOSE, split_lines
+from ..language.syntax import PROGRAM_CLOSE, copy_lines, split_lines
 from ..errors import InputError, OptionError
 from ..files import read_text
 from ..training.corpus import Case
@@ -326,7 +326,7 @@ def _run_text(model: Any, case: Case, budget: int, sampling: dict[str, Any]) -> 
     except ReplyError:
         document, valid, ops = None, False, []
     return {"exact": document == case.gold, "complete": PROGRAM_CLOSE in reply, "valid": valid,
-            "copies_in_range": _copies_in_range(ops, len(split_lines(case.doc))),
+            "copies_in_range": _copies_in_range(ops, len(copy_lines(case.doc))),
             "forwards": len(new), "program_tokens": len(new), "prompt_tokens": len(ids),
             "stop_reason": "" if PROGRAM_CLOSE in reply else "max_new_tokens",
             "cpu_total_seconds": cpu, "cpu_gen_seconds": cpu, "output": reply[:2000]}

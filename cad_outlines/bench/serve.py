@@ -50,7 +50,7 @@ from typing import Any, Callable, Sequence
 
 from ..training.corpus import Case, load_corpus
 from ..errors import CaDError, InputError
-from ..language.syntax import split_lines
+from ..language.syntax import copy_lines
 from ..language.oracle import oracle_program
 from ..language.program import render
 from . import _common
@@ -470,7 +470,7 @@ def splice_probe(llm: Any, editor: Any, edit: tuple[str, str], program_text: str
 
     adapter = editor.adapter
     document, instruction = edit
-    lines = split_lines(document)
+    lines = copy_lines(document)  # as the prompt numbers them
     compiled = compile_grammar(adapter.tokenizer, len(lines), "lines")
     constraint = ProgramConstraint(compiled)
     context = adapter.prompt_ids(document, instruction)

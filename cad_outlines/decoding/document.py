@@ -47,8 +47,10 @@ class DocumentView:
         self.document = document
         self.adapter = adapter
         self.granularity = granularity
+        #: Whether the lines end in an open end (:func:`~cad_outlines.language.syntax.copy_lines`).
+        self.open_end = granularity == "lines" and syntax.open_ended(document)
         if granularity == "lines":
-            self.lines: list[str] = syntax.split_lines(document)
+            self.lines: list[str] = syntax.copy_lines(document)
             #: Copy indices run ``1..upper`` (lines) or ``0..upper-1`` (tokens).
             self.upper = len(self.lines)
         else:

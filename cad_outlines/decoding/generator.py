@@ -336,7 +336,7 @@ class CaDGenerator(SteerableGenerator):
                      options: tuple[int, SamplingOptions], progress: ProgressCallback | None = None,
                      prediction: str | None = None) -> Generator[str, None, CaDResult]:
         if self.granularity == "lines":
-            writer = DocumentStream(lines=self.view.lines)
+            writer = DocumentStream(lines=self.view.lines, open_end=self.view.open_end)
         else:
             writer = DocumentStream(pieces=self.view.token_pieces)
 

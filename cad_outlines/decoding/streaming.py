@@ -11,7 +11,9 @@ exactly ``resolve(ops, document)``:
   character: ``⟨⟨`` is ``⟨``, a lone ``⟨`` is ``<``), and, in line programs, a trailing
   ``"\\n"`` (the resolver drops one trailing newline of a gen) and a first ``"\\n"``
   (likewise dropped);
-- in line programs ops are joined by ``"\\n"``, emitted when the next op begins;
+- in line programs ops are joined by ``"\\n"``, emitted when the next op begins; a copy
+  through the document's open end (:func:`~cad_outlines.language.syntax.copy_lines`)
+  holds back its last ``"\\n"`` until another op begins, since the program may end there;
 - token programs concatenate bytes: every chunk goes through one incremental UTF-8
   decoder, so a character split between two copies (or a copy and a gen) is emitted
   whole once its last byte arrives.
@@ -37,16 +39,22 @@ class DocumentStream:
     Parameters
     ----------
     lines
-        The document's lines (:func:`~cad_outlines.language.syntax.split_lines`), for line programs.
+        The document's lines (:func:`~cad_outlines.language.syntax.copy_lines`), for line programs.
     pieces
         The document's token byte strings, for token programs (``lines`` is then ``None``).
+    open_end
+        Whether the last of ``lines`` is the document's open end
+        (:func:`~cad_outlines.language.syntax.open_ended`).
     """
 
-    def __init__(self, lines: Sequence[str] | None = None, pieces: Sequence[bytes] | None = None):
+    def __init__(self, lines: Sequence[str] | None = None, pieces: Sequence[bytes] | None = None,
+                 open_end: bool = False):
         if (lines is None) == (pieces is None):
             raise ValueError("give the document's lines (line programs) or its token pieces, not both")
         self._lines = lines
         self._pieces = pieces
+        self._open_end = open_end and lines is not None
+        self._held_end = False  # a copy through the open end held back its last "\n"
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._ops = 0  # ops begun (for the line separator)
         self._gen_sent: str | None = None  # text already emitted of the gen being written
@@ -62,15 +70,18 @@ class DocumentStream:
         return "".join(out)
 
     def close(self) -> str:
-        """What is left once the program is complete (bytes of an unfinished character)."""
+        """What is left once the program is complete (bytes of an unfinished character; a
+        newline held back by a copy through the open end is dropped: the program ended there)."""
         return "" if self._lines is not None else self._decoder.decode(b"", final=True)
 
     # -- ops ------------------------------------------------------------------------
 
     def _begin(self) -> str:
-        """Start an op: the separator before it (line programs, every op but the first)."""
+        """Start an op: the separator before it (line programs, every op but the first),
+        after the newline a copy through the open end held back (the program went on)."""
         self._ops += 1
-        return "\n" if self._lines is not None and self._ops > 1 else ""
+        held, self._held_end = "\n" if self._held_end else "", False
+        return held + ("\n" if self._lines is not None and self._ops > 1 else "")
 
     def _finish(self, op: Op) -> str:
         if isinstance(op, Gen):
@@ -83,7 +94,10 @@ class DocumentStream:
             return head + self._text(final[len(sent):])
         head = self._begin()
         if isinstance(op, Copy) and self._lines is not None:
-            return head + "\n".join(self._lines[op.start - 1:op.end])
+            text = head + "\n".join(self._lines[op.start - 1:op.end])
+            if self._open_end and op.end == len(self._lines) and text.endswith("\n"):
+                text, self._held_end = text[:-1], True
+            return text
         if isinstance(op, CopyTokens) and self._pieces is not None:
             return head + self._decoder.decode(b"".join(self._pieces[op.start:op.end + 1]))
         raise TypeError(f"{type(op).__name__} does not belong to this program's granularity")

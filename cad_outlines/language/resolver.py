@@ -2,12 +2,17 @@
 
 Line programs (``Copy`` and ``Gen``)
 ------------------------------------
-The document's lines are :func:`~cad_outlines.language.syntax.split_lines` of it
-(``document.split("\\n")``); nothing else splits a line:
+The document's lines are :func:`~cad_outlines.language.syntax.copy_lines` of it
+(``document.split("\\n")``, plus an open end, below); nothing else splits a line:
 
 - a document ending in ``"\\n"`` has an empty last line (``"a\\n"`` has the two lines
-  ``"a"`` and ``""``), so copying through the last line keeps the final newline and a
-  document without one stays without one;
+  ``"a"`` and ``""``), so copying through the last line keeps the final newline;
+- a document whose last line holds text (no final newline) gets one more line, empty,
+  its **open end** (``"a"`` has the lines ``"a"`` and ``""`` too), so every document
+  ends in an empty line, the form models are trained on. A program whose last op is a
+  copy through the open end drops the one ``"\\n"`` that line adds, so the document
+  stays without a final newline (``resolve([Copy(1, 2)], "a") == "a"``); a copy of it
+  anywhere else is an empty line;
 - a CRLF document keeps ``"\\r"`` at the end of each line, so copies reproduce the
   ``"\\r\\n"`` endings byte for byte; ``"\\r"``, U+2028 and friends are ordinary text.
 
@@ -16,7 +21,8 @@ The document's lines are :func:`~cad_outlines.language.syntax.split_lines` of it
 removed (its padding: ``<gen>\\nnew line\\n</gen>``); blank lines inside are kept, and
 ``Gen("")``, ``Gen("\\n")`` and ``Gen("\\n\\n")`` all emit one empty line. The outputs
 of the ops are joined by a single ``"\\n"``. So every op contributes whole lines, and
-``resolve([Copy(1, n)], d) == d`` for the ``n = len(d.split("\\n"))`` lines of any ``d``.
+``resolve([Copy(1, n)], d) == d`` for the ``n = len(d.split("\\n"))`` lines of any ``d``
+and for the ``n = len(copy_lines(d))`` lines with its open end.
 
 Token programs (``CopyTokens`` and ``Gen``)
 -------------------------------------------
@@ -32,7 +38,7 @@ Modes
 -----
 ``strict`` (default) raises :class:`ResolveError` naming the op index, the op and the
 problem, for: ``start > end``, an index below the first (line 1, token 0) or above the
-last (line ``n``, token ``T - 1``), a non-integer index, and, in token programs, copy
+last (line ``n``, the open end included, token ``T - 1``), a non-integer index, and, in token programs, copy
 boundaries that leave invalid UTF-8 (e.g. a copy that ends inside a character).
 
 ``clipped`` never raises for those; it repairs and warns (:class:`ResolveWarning`,
@@ -54,7 +60,7 @@ from typing import Literal, Optional, Sequence
 
 from ..errors import ResolveError
 from .program import Copy, CopyTokens, Gen, Op
-from .syntax import split_lines
+from .syntax import copy_lines, open_ended
 
 Mode = Literal["strict", "clipped"]
 
@@ -154,16 +160,20 @@ def _bounds(index: int, op: Copy | CopyTokens, lo: int, hi: int, unit: str,
 
 
 def _resolve_lines(ops: Sequence[Op], document: str, mode: Mode) -> str:
-    lines = split_lines(document)
+    lines = copy_lines(document)
     out: list[str] = []
+    through_open_end = False  # the last op that emitted copied the open end
     for index, op in enumerate(ops):
         if isinstance(op, Gen):
             out.append(gen_body(op.text))
+            through_open_end = False
             continue
         span = _bounds(index, op, 1, len(lines), "line", mode)
         if span is not None:
             out.append("\n".join(lines[span[0] - 1:span[1]]))
-    return "\n".join(out)
+            through_open_end = span[1] == len(lines) and open_ended(document)
+    text = "\n".join(out)
+    return text[:-1] if through_open_end and text.endswith("\n") else text
 
 
 def _resolve_tokens(ops: Sequence[Op], document: str, pieces: Sequence[bytes],

@@ -10,7 +10,7 @@ This module is the one place that spells the language. The parser and renderer
 the constraint, the drafter, the streaming view, the adapters' literal ids, probes and
 prompt text, the lenient reply reader (:mod:`.text`) and the benchmarks build their
 strings and patterns from the names below. It also defines the copy unit of line
-programs (:func:`split_lines`), since ``lines="i-j"`` means nothing without it.
+programs (:func:`split_lines`, :func:`copy_lines`), since ``lines="i-j"`` means nothing without it.
 
 Standard library only: every layer may import it.
 """
@@ -117,3 +117,23 @@ def split_lines(document: str) -> list[str]:
     line).
     """
     return document.split("\n")
+
+
+def copy_lines(document: str) -> list[str]:
+    """The lines ``<copy lines="i-j"/>`` numbers: :func:`split_lines`, and for a document
+    whose last line holds text (no final ``"\n"``) one more, empty: its **open end**.
+
+    A document ending in ``"\n"`` (every file the models here were trained on) ends in an
+    empty line, the one its programs' last copy runs to; the open end gives a document
+    without a final newline the same last line, so a model reads it in the form it knows
+    instead of reaching for a line that is not there. A program whose last op is a copy
+    through the open end resolves without the newline that line would add (the file keeps
+    its missing final newline); a copy of it anywhere else is an empty line.
+    """
+    lines = split_lines(document)
+    return lines + [""] if lines[-1] else lines
+
+
+def open_ended(document: str) -> bool:
+    """Whether :func:`copy_lines` gives ``document`` an open end (its last line holds text)."""
+    return not document.endswith("\n") and document != ""

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..decoding.streaming import DocumentStream
 from ..engines import vllm as cad_vllm
-from ..language.syntax import split_lines
+from ..language.syntax import copy_lines, open_ended
 from .engine import Job, Outcome, api_error, chat_budget, chat_ids, check_budget, check_queue, edit_outcome
 from .protocol import ChatRequest, usage
 
@@ -106,7 +106,8 @@ class VLLMEngine:
         if result.document is not None:
             content, finish = result.document, "stop"
         else:  # the text of the complete ops: what the transformers engine would have streamed
-            content, finish = DocumentStream(lines=split_lines(request.document)).feed(result.ops, ""), "length"
+            content, finish = DocumentStream(lines=copy_lines(request.document),
+                                             open_end=open_ended(request.document)).feed(result.ops, ""), "length"
         return edit_outcome(self.adapter, request, content, finish, result)
 
     async def _chat(self, job: Job) -> Outcome:
