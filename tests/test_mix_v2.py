@@ -170,6 +170,23 @@ def test_the_literal_merge_reads_the_conventions():
     assert merge(doc, "# ... existing code ...\nnothing here matches\n# ... existing code ...\n") is None
 
 
+def test_a_lazy_snippet_without_edge_markers_keeps_the_lines_around_it():
+    """A function handed over whole, with no marker, as models and people write lazy
+    snippets: the lines before and after it are kept (the convention's reading, "it starts
+    the file", cannot hold: its first line is further down)."""
+    from cad_outlines.language.snippets import merge
+
+    doc = "import os\n\ndef main():\n    print('hi')\n    return 0\n\n\ndef other():\n    pass\n"
+    fixed = doc.replace("print('hi')", "print('hello')")
+    assert merge(doc, "def main():\n    print('hello')\n    return 0\n") == fixed
+    # a marker after it only: the lines before are kept, the marker keeps the rest
+    assert merge(doc, "def main():\n    print('hello')\n    return 0\n# ... existing code ...\n") == fixed
+    # starting with a marker, the literal reading is the only one (no tail is invented)
+    assert merge(doc, "# ... existing code ...\nnowhere\n") is None
+    # a snippet that can start the file is still read as starting it
+    assert merge(doc, "import os\nimport sys\n# ... existing code ...\n") == doc.replace("import os\n", "import os\nimport sys\n")
+
+
 def test_the_literal_merge_recovers_nearly_every_mix_snippet():
     from cad_outlines.language.snippets import merge
 

@@ -175,6 +175,12 @@ def merge(document: str, snippet: str) -> str | None:
     """The literal reading of ``snippet`` against ``document`` (the conventions above), or
     ``None`` where the snippet cannot be placed unambiguously in order.
 
+    A snippet that does not start with a marker but cannot start the file (its first line
+    is found further down) breaks the convention the way lazy snippets written by people
+    and models do, by leaving out the edge markers: it is read as if a marker preceded it,
+    and, when it holds no marker at all, as if one followed it too (the lines after it
+    kept). Without this reading such a snippet has no merge and the model applies it alone.
+
     Each run of snippet lines between markers is placed where its first line found in the
     document (after the previous run) and its last one found after that occur: the
     document's lines between those two are replaced by the run; lines before the first
@@ -182,6 +188,14 @@ def merge(document: str, snippet: str) -> str | None:
     that follows this reading is what an apply model most often writes, so it serves as a
     draft of the program (and as a measure of how literal a set of snippets is).
     """
+    literal = _merge(document, snippet, implied=False)
+    if literal is not None:
+        return literal
+    return _merge(document, snippet, implied=True)
+
+
+def _merge(document: str, snippet: str, implied: bool) -> str | None:
+    """:func:`merge`'s reading; ``implied``: with the edge markers a lazy snippet left out."""
     doc = document.split("\n")
     tail = doc[-1] == ""
     if tail:
@@ -189,6 +203,13 @@ def merge(document: str, snippet: str) -> str | None:
     lines = snippet.split("\n")
     if lines and lines[-1] == "":
         lines = lines[:-1]
+    texts = [line for line in lines if line.strip()]
+    if implied:
+        if not texts or is_marker(texts[0]):
+            return None  # it starts with a marker: the literal reading was the only one
+        if not any(map(is_marker, texts)):
+            lines = [*lines, marker()]
+        lines = [marker(), *lines]
     runs: list[tuple[bool, list[str]]] = []  # (a marker before it, the run's lines)
     gap = False
     for line in lines:
