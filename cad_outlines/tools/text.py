@@ -53,8 +53,8 @@ from ..language.resolver import ResolveError, ResolveWarning, resolve
 from ..errors import (AmbiguousReplyError, CopyRangeError, MalformedProgramError, NoProgramError,  # noqa: F401
                       ReplyError)
 from ..language.syntax import (COPY_ATTRIBUTE, COPY_OPEN, COPY_TAG, GEN_CLOSE, GEN_OPEN, GEN_TAG,
-                               PROGRAM_CLOSE, PROGRAM_OPEN, PROGRAM_TAG, RANGE_SEPARATOR, copy_tag,
-                               split_lines)
+                               PROGRAM_CLOSE, PROGRAM_OPEN, PROGRAM_TAG, RANGE_SEPARATOR, copy_lines,
+                               copy_tag)
 
 Mode = Literal["strict", "clipped"]
 
@@ -333,7 +333,8 @@ def apply_reply(reply_text: str, document: str, mode: Mode = "strict", *,
         try:
             edited = resolve(ops, document, mode)
         except ResolveError as err:
-            raise CopyRangeError(f"{err} (the document has {len(split_lines(document))} lines)",
+            raise CopyRangeError(f"{err} (the document has {len(copy_lines(document))} lines, "
+                                 "as its numbered view shows them)",
                                  start) from err
     return AppliedReply(edited, program.render(ops), ops, tuple(repairs), (start, end),
                         tuple(str(w.message) for w in caught))
