@@ -160,7 +160,7 @@ def _bounds(index: int, op: Copy | CopyTokens, lo: int, hi: int, unit: str,
 
 
 def _resolve_lines(ops: Sequence[Op], document: str, mode: Mode) -> str:
-    lines = copy_lines(document)
+    lines, open_end = copy_lines(document), open_ended(document)
     out: list[str] = []
     through_open_end = False  # the last op that emitted copied the open end
     for index, op in enumerate(ops):
@@ -171,7 +171,7 @@ def _resolve_lines(ops: Sequence[Op], document: str, mode: Mode) -> str:
         span = _bounds(index, op, 1, len(lines), "line", mode)
         if span is not None:
             out.append("\n".join(lines[span[0] - 1:span[1]]))
-            through_open_end = span[1] == len(lines) and open_ended(document)
+            through_open_end = open_end and span[1] == len(lines)
     text = "\n".join(out)
     return text[:-1] if through_open_end and text.endswith("\n") else text
 
