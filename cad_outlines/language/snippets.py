@@ -203,8 +203,8 @@ def _merge(document: str, snippet: str, implied: bool) -> str | None:
     lines = snippet.split("\n")
     if lines and lines[-1] == "":
         lines = lines[:-1]
-    texts = [line for line in lines if line.strip()]
     if implied:
+        texts = [line for line in lines if line.strip()]
         if not texts or is_marker(texts[0]):
             return None  # it starts with a marker: the literal reading was the only one
         if not any(map(is_marker, texts)):
