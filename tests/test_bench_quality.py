@@ -217,7 +217,8 @@ def test_a_floor_sweep_runs_side_by_side(tiny_model):
             config_of(name)
 
 
-def test_a_checkpointed_run_resumes_without_measuring_again(tiny_model, tmp_path):
+def test_a_checkpointed_run_resumes_without_measuring_again(tiny_model, tmp_path, monkeypatch):
+    from cad_outlines.bench import _checkpoint
     from cad_outlines.errors import InputError
 
     model = tiny_model("tiny-qwen")
@@ -245,7 +246,11 @@ def test_a_checkpointed_run_resumes_without_measuring_again(tiny_model, tmp_path
     # one more case: only its two records are new; the file stays one JSON record a line
     loads.clear()
     cfg.limit = None
+    reads = []
+    read_text = _checkpoint.read_text
+    monkeypatch.setattr(_checkpoint, "read_text", lambda p: reads.append(p) or read_text(p))
     more = run(cfg, cases=cases, loader=loader, checkpoint=path)
+    assert reads == [path]  # in one process the file is read once
     assert more["checkpoint"]["resumed"] == 4 and len(more["records"]) == 6 and loads == ["smollm2-135m", "smollm2-135m-regen"]
     assert all(json.loads(line) for line in path.read_text().splitlines())
     with pytest.raises(InputError, match="other settings .*cad_budget: 16 -> 32"):

@@ -69,6 +69,7 @@ from ..training.corpus import Case
 from ._common import environment, progress
 from ..decoding.options import LoopSwitches
 from ..decoding.prompts import trained_style
+from ._checkpoint import RecordLog
 from ._loop import WarmPrefill, clocked_generator, cpu_run
 from .fuzz import check_result
 
@@ -386,22 +387,23 @@ def _settings(cfg: QualityConfig, cases: Sequence[Case]) -> dict[str, Any]:
 
 
 def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
-            loader: Callable[[str], Any] | None, checkpoint: tuple[str, dict[str, Any]] | None = None
+            loader: Callable[[str], Any] | None, checkpoint: tuple[str, dict[str, Any]] | RecordLog | None = None
             ) -> list[dict[str, Any]]:
     """The records of ``configs`` on ``cases`` (one process, ``cfg.threads`` torch threads).
 
-    ``checkpoint`` (path, settings): records found there are taken as they are, each new
-    one is appended as soon as it is measured; a model is loaded only if it has work."""
+    ``checkpoint`` (path, settings), or the log run() opened in this process: records found
+    there are taken as they are, each new one is appended as soon as it is measured; a model
+    is loaded only if it has work."""
     import torch
 
     from ..adapters import get_adapter
     from ..tools import models
-    from ._checkpoint import RecordLog
 
     torch.set_num_threads(cfg.threads)
     loader = loader or models.load
-    # run() opened (and repaired) the file before any worker started
-    log = RecordLog(checkpoint[0], checkpoint[1], _record_key, repair=False) if checkpoint else None
+    log = checkpoint
+    if isinstance(checkpoint, tuple):  # a worker: run() opened (and repaired) the file before it started
+        log = RecordLog(checkpoint[0], checkpoint[1], _record_key, repair=False)
     loaded: dict[str, Any] = {}
     replies: dict[Any, tuple[list[int], str]] = {}  # (preset, case id), budget -> greedy reply, its origin
     texts: dict[Any, str] = {}  # the same key -> the regeneration row's complete greedy text
@@ -498,14 +500,13 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
     again with the same file (and settings) to take the records already there instead of
     measuring them again (:class:`~cad_outlines.bench._checkpoint.RecordLog`).
     """
-    from ._checkpoint import RecordLog
-
     if cases is None:
         cases = load_eval_cases(cfg.cases_path if cfg.cases_path != QualityConfig.cases_path else None)
-    resume = None
+    resume = opened = None
     if checkpoint is not None:
         settings = _settings(cfg, cases)  # of every eval case: a resumed run may pick other subsets
-        before = set(RecordLog(checkpoint, settings, _record_key).done)  # refuses other settings here
+        opened = RecordLog(checkpoint, settings, _record_key)  # refuses other settings here
+        before = set(opened.done)
         resume = (os.fspath(checkpoint), settings)
     if cfg.subsets:
         known = sorted({c.meta["subset"] for c in cases if c.meta.get("subset")})
@@ -527,7 +528,7 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
             futures = [pool.submit(_decode, cfg, cases, part, None, resume) for part in parts]
             found = [rec for future in futures for rec in future.result()]
     else:
-        found = _decode(cfg, cases, cfg.configs, loader, resume)
+        found = _decode(cfg, cases, cfg.configs, loader, opened)
     records = [rec for name in cfg.configs for rec in found if rec["config"] == name]
     summaries: dict[str, Any] = {}
     for name in cfg.configs:
