@@ -196,6 +196,9 @@ def test_e2e_pools_six_runs_on_tiny_qwen(tiny_model):
     assert pooled["speedup_prompt_included"]["cad"] == pytest.approx(
         (regen + plain_prefill) / sum(c["runs"]["cad"]["total_seconds"] for c in report["cases"]))
     assert pooled["prompt"]["tokens_ratio"] > 1
+    # the prompt table's CaD prefill is the CaD row's, not regeneration's (the plain prompt)
+    assert pooled["prompt"]["cad_prefill_seconds"] == pytest.approx(
+        sum(c["runs"]["cad"]["prefill_seconds"] for c in report["cases"]))
     assert pooled["forward_passes"]["pld_k10_n2"] < pooled["forward_passes"]["regen"]
     cpu = pooled["cpu"]
     assert cpu["realized"] == pytest.approx(

@@ -412,7 +412,7 @@ def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any,
         return regen[key] / total[name][key]
 
     # Prompt-included: against regeneration with the plain prompt, whose prefill the
-    # first PLD run measured (without PLD, against regeneration with the CaD prompt).
+    # first PLD run measured (without PLD, the regen row's own prefill of it).
     plain_prefill = total[pld[0]]["prefill_seconds"] if pld else regen["prefill_seconds"]
     regen_plain_total = regen["gen_seconds"] + plain_prefill
     realized = speedup("cad")
@@ -480,7 +480,9 @@ def pool(results: list[dict[str, Any]], curve: KernelCurve, costs: Any,
     prompt = {
         "cad_prompt_tokens": sum(r["prompt_tokens"] for r in results),
         "plain_prompt_tokens": sum(r.get("plain_prompt_tokens", r["prompt_tokens"]) for r in results),
-        "cad_prefill_seconds": regen["prefill_seconds"],  # regen reads the CaD prompt, with no draft
+        # CaD's row as it runs (its prefill forward carries the first draft tree); regen
+        # reads the plain prompt, so its prefill is not the CaD prompt's
+        "cad_prefill_seconds": total["cad"]["prefill_seconds"],
         "plain_prefill_seconds": plain_prefill,
     }
     prompt["tokens_ratio"] = prompt["cad_prompt_tokens"] / prompt["plain_prompt_tokens"]
