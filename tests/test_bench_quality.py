@@ -217,6 +217,33 @@ def test_a_floor_sweep_runs_side_by_side(tiny_model):
             config_of(name)
 
 
+def test_a_resumed_run_verifies_into_the_logged_regeneration(tiny_model, tmp_path):
+    model = tiny_model("tiny-qwen")
+    tok = model.hf_tokenizer
+    case = load_eval_cases()[0]
+    prompt = plain_prompt_ids(tok, case.doc, case.meta["instruction"], trained_style(model.model))
+    reply = tok.encode("total = add(1, 2)\n", add_special_tokens=False)
+    chain = [prompt[-1], *reply, tok.eos_token_id]
+    path = tmp_path / "quality.jsonl"
+    with scripted(model, dict(zip(chain, chain[1:]))):
+        first = run(QualityConfig(configs=("regen",), sampled=(), regen_margin=4), cases=[case],
+                    loader=lambda preset: model, checkpoint=path)
+        calls: list = []
+        count_generate(model, calls)
+        try:  # a later run adds the prompt-lookup row, the regeneration row taken from the log
+            again = run(QualityConfig(configs=("regen", "regen_pld20"), sampled=(), regen_margin=4),
+                        cases=[case], loader=lambda preset: model, checkpoint=path)
+        finally:
+            del model.model.generate
+    logged = json.loads(path.read_text().splitlines()[1])
+    assert logged["reply"]["text"] == "total = add(1, 2)\n"
+    assert all("reply" not in r for r in first["records"] + again["records"])  # the log keeps it
+    pld = again["records"][1]
+    assert again["checkpoint"]["resumed"] == 1 and pld["config"] == "regen_pld20"
+    assert pld["reply_from"] == "regeneration row" and pld["greedy_mismatches"] == 0 and calls == []
+    assert pld["output"] == "total = add(1, 2)\n"
+
+
 def test_a_checkpointed_run_resumes_without_measuring_again(tiny_model, tmp_path, monkeypatch):
     from cad_outlines.bench import _checkpoint
     from cad_outlines.errors import InputError

@@ -251,8 +251,9 @@ def _run_pld(model: Any, case: Case, options: dict[str, Any], budget: int,
              replies: dict[Any, tuple[list[int], str]], texts: dict[Any, str], key: Any) -> dict[str, Any]:
     """Prompt lookup over the model's own greedy regeneration (the plain prompt).
 
-    The reply is the regeneration row's output on this case (``texts``, re-encoded) when
-    that row ran in this process and the verify forwards confirm, at every position, that
+    The reply is the regeneration row's complete output on this case (``texts``, re-encoded;
+    from this process or the checkpoint's record of that row) when the verify forwards
+    confirm, at every position, that
     greedy decoding chooses it; otherwise the model's ``generate`` (untimed). It is kept in
     ``replies`` under ``(key, budget)``, so that every PLD row of one model on one case
     verifies into one regeneration instead of each decoding the whole file again."""
@@ -424,6 +425,8 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
             for case in progress(subset, desc=f"{name} {label}", unit="edit"):
                 found = log.get((name, label, case.id)) if log else None
                 if found is not None:
+                    if "reply" in found:  # a regeneration row's whole reply, for the PLD rows to verify into
+                        texts[(preset, case.id), found["reply"]["budget"]] = found["reply"]["text"]
                     records.append(found)
                     continue
                 if model is None:
@@ -452,6 +455,10 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
                     rec["oracle_tokens"] = _oracle_tokens(adapter, case)
                 records.append(rec)
                 if log:
+                    if method == "regen" and label == "greedy" and ((preset, case.id), budget) in texts:
+                        # a resumed run's PLD rows verify into it instead of decoding the file
+                        # again (``output`` keeps 2,000 characters); run() leaves it out of the report
+                        rec["reply"] = {"budget": budget, "text": texts[(preset, case.id), budget]}
                     log.append(rec)
     return records
 
@@ -529,7 +536,8 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
             found = [rec for future in futures for rec in future.result()]
     else:
         found = _decode(cfg, cases, cfg.configs, loader, opened)
-    records = [rec for name in cfg.configs for rec in found if rec["config"] == name]
+    records = [{k: v for k, v in rec.items() if k != "reply"} for name in cfg.configs
+               for rec in found if rec["config"] == name]
     summaries: dict[str, Any] = {}
     for name in cfg.configs:
         for label in sorted({r["sampling"] for r in records if r["config"] == name}):
