@@ -103,13 +103,19 @@ def count_generate(model, calls: list):
     model.model.generate = counted
 
 
-def test_prompt_lookup_verifies_into_the_regeneration_rows_own_output(tiny_model):
-    model = tiny_model("tiny-qwen")
+def one_line_reply(model):
+    """The first eval case, the model's scripted greedy reply to its plain prompt (one line),
+    and the token chain that scripts it (for :func:`scripted`)."""
     tok = model.hf_tokenizer
     case = load_eval_cases()[0]
     prompt = plain_prompt_ids(tok, case.doc, case.meta["instruction"], trained_style(model.model))
     reply = tok.encode("total = add(1, 2)\n", add_special_tokens=False)
-    chain = [prompt[-1], *reply, tok.eos_token_id]
+    return case, reply, [prompt[-1], *reply, tok.eos_token_id]
+
+
+def test_prompt_lookup_verifies_into_the_regeneration_rows_own_output(tiny_model):
+    model = tiny_model("tiny-qwen")
+    case, reply, chain = one_line_reply(model)
     assert len(set(chain)) == len(chain)  # each token names its successor
     calls: list = []
     count_generate(model, calls)
@@ -219,11 +225,7 @@ def test_a_floor_sweep_runs_side_by_side(tiny_model):
 
 def test_a_resumed_run_verifies_into_the_logged_regeneration(tiny_model, tmp_path):
     model = tiny_model("tiny-qwen")
-    tok = model.hf_tokenizer
-    case = load_eval_cases()[0]
-    prompt = plain_prompt_ids(tok, case.doc, case.meta["instruction"], trained_style(model.model))
-    reply = tok.encode("total = add(1, 2)\n", add_special_tokens=False)
-    chain = [prompt[-1], *reply, tok.eos_token_id]
+    case, _, chain = one_line_reply(model)
     path = tmp_path / "quality.jsonl"
     with scripted(model, dict(zip(chain, chain[1:]))):
         first = run(QualityConfig(configs=("regen",), sampled=(), regen_margin=4), cases=[case],
