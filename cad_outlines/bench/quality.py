@@ -253,10 +253,10 @@ def _run_pld(model: Any, case: Case, options: dict[str, Any], budget: int,
 
     The reply is the regeneration row's complete output on this case (``texts``, re-encoded;
     from this process or the checkpoint's record of that row) when the verify forwards
-    confirm, at every position, that
-    greedy decoding chooses it; otherwise the model's ``generate`` (untimed). It is kept in
-    ``replies`` under ``(key, budget)``, so that every PLD row of one model on one case
-    verifies into one regeneration instead of each decoding the whole file again."""
+    confirm, at every position, that greedy decoding chooses it; otherwise the model's
+    ``generate`` (untimed). It is kept in ``replies`` under ``(key, budget)``, so that every
+    PLD row of one model on one case verifies into one regeneration instead of each
+    decoding the whole file again."""
     from .pld import PLDSetting, plain_prompt_ids, run_pld
 
     tok = model.hf_tokenizer
@@ -423,10 +423,11 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
             runs += [(f"seed{s}", {"temperature": cfg.temperature, "seed": s}, sample_cases) for s in cfg.seeds]
         for label, sampling, subset in runs:
             for case in progress(subset, desc=f"{name} {label}", unit="edit"):
+                key = (preset, case.id)  # of the regeneration reply shared by a model's plain rows
                 found = log.get((name, label, case.id)) if log else None
                 if found is not None:
                     if "reply" in found:  # a regeneration row's whole reply, for the PLD rows to verify into
-                        texts[(preset, case.id), found["reply"]["budget"]] = found["reply"]["text"]
+                        texts[key, found["reply"]["budget"]] = found["reply"]["text"]
                     records.append(found)
                     continue
                 if model is None:
@@ -443,9 +444,9 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
                 if method == "text":
                     rec = _run_text(model, case, budget, sampling)
                 elif method == "pld":
-                    rec = _run_pld(model, case, options, budget, replies, texts, (preset, case.id))
+                    rec = _run_pld(model, case, options, budget, replies, texts, key)
                 else:
-                    rec = _run_generator(model, case, method, options, budget, sampling, texts, (preset, case.id))
+                    rec = _run_generator(model, case, method, options, budget, sampling, texts, key)
                 instruction = case.meta["instruction"]
                 rec.update(warm(adapter.plain_prompt_ids(case.doc, instruction, style) if plain else
                                 adapter.prompt_ids(case.doc, instruction, style=style)))
@@ -455,10 +456,10 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
                     rec["oracle_tokens"] = _oracle_tokens(adapter, case)
                 records.append(rec)
                 if log:
-                    if method == "regen" and label == "greedy" and ((preset, case.id), budget) in texts:
+                    if method == "regen" and label == "greedy" and (key, budget) in texts:
                         # a resumed run's PLD rows verify into it instead of decoding the file
                         # again (``output`` keeps 2,000 characters); run() leaves it out of the report
-                        rec["reply"] = {"budget": budget, "text": texts[(preset, case.id), budget]}
+                        rec["reply"] = {"budget": budget, "text": texts[key, budget]}
                     log.append(rec)
     return records
 
