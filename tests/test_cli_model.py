@@ -75,14 +75,15 @@ def test_edit_diff_applies_with_patch_on_several_files(tmp_path, capsys, monkeyp
 
     from cad_outlines.tools.diffs import line_summary
 
+    # A CRLF file is edited in its "\n" form and written back with CRLF ends: the new line
+    # gets one too, and the copy of line 1 that ends the file carries no stray "\r".
+    expected = {name: resolve(parse(prog.read_text(encoding="utf-8")), before[name].decode())
+                for name in files if name != "crlf.py"} | {"crlf.py": "b = 2\r\nc = 4\r\na = 1"}
     for name in files:
-        expected = resolve(parse(prog.read_text(encoding="utf-8")), before[name].decode())
-        assert (tmp_path / name).read_bytes() == expected.encode()
-        counts = line_summary(before[name].decode(), expected)
+        assert (tmp_path / name).read_bytes() == expected[name].encode()
+        counts = line_summary(before[name].decode(), expected[name])
         assert (f"{name}: {counts['kept']} lines kept, {counts['added']} added, "
                 f"{counts['removed']} removed") in captured.err
-    # the CR of each copied CRLF line survives, byte for byte, through diff and patch
-    assert (tmp_path / "crlf.py").read_bytes() == b"b = 2\r\nc = 4\na = 1\r"
 
 
 def test_in_place_through_symlink_and_json(tmp_path, capsys):

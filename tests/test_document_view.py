@@ -50,6 +50,25 @@ def test_a_token_view_bounds_copies_to_character_boundaries(adapter):
         assert view.indices.can_start(str(t), True) == starts_char, t
 
 
+def test_a_crlf_file_is_read_with_lf_ends_and_written_back_with_crlf(adapter):
+    doc = "def f():\r\n    return 1\r\n\r\nprint(f())\r\n"
+    view = DocumentView(doc, adapter)
+    assert view.crlf and view.text == doc.replace("\r\n", "\n") and "\r" not in "".join(view.lines)
+    ops = [Copy(1, 1), Gen("    # one\n    return 2\n"), Copy(3, 5)]
+    edited = "def f():\r\n    # one\r\n    return 2\r\n\r\nprint(f())\r\n"
+    assert view.resolve(ops) == edited  # the model's new lines get the file's ends too
+    writer = view.writer()
+    assert writer.feed(ops, "") + writer.close() == edited
+    assert view.resolve([Copy(1, view.upper)]) == doc
+    assert view.read_form("a\r\nb\r\n") == "a\nb\n" and view.restore("a\nb") == "a\r\nb"
+    # mixed ends, a lone "\r", and token programs copy the document byte for byte
+    for mixed in ("a\r\nb\n", "a\r\rb\r\n", "a\r\n"):
+        view = DocumentView(mixed, adapter, "tokens" if mixed == "a\r\n" else "lines")
+        assert not view.crlf and view.text == mixed
+        assert view.resolve([Copy(1, view.upper)] if view.granularity == "lines"
+                            else [CopyTokens(0, view.upper - 1)]) == mixed
+
+
 @pytest.mark.parametrize("bad, message", [(b"x".decode() + "\ud800", "not valid Unicode"), (None, "must be a str")])
 def test_a_bad_document_is_an_input_error(adapter, bad, message):
     with pytest.raises(InputError, match=message):

@@ -173,6 +173,21 @@ def test_stream_forced_programs_lines_and_tokens(family_model, corpus_sample):
         assert "".join(chunks) == gold
 
 
+def test_a_crlf_file_is_edited_in_lf_and_comes_back_crlf(family_model):
+    # Windows files: the model reads "\n" ends (what it was trained on), and the lines it
+    # writes get the file's "\r\n" like the copied ones: no mixed ends in the result.
+    doc, gold = (DOC.replace("\n", "\r\n"), GOLD.replace("\n", "\r\n"))
+    gen = CaDGenerator(family_model, doc)
+    assert "\r" not in gen.adapter.decode(gen._prompt_ids("add a comment"))
+    lf_program = oracle_program(DOC, GOLD)  # its new line ends in "\n", as a model writes it
+    crlf_program = oracle_program(doc, gold)  # written against the file itself: "\r" kept
+    for ops in (lf_program, crlf_program):
+        assert _check_stream(gen, "add a comment", force_program=ops) and gen.run(
+            "add a comment", force_program=ops).document == gold
+    update = "def add(a, b):\r\n    # sum\r\n    return a + b\r\n# ... existing code ...\r\n"
+    assert gen.predicted(update) == gold
+
+
 @pytest.mark.slow
 def test_stream_sampled_programs(biased):
     streamed = 0

@@ -17,6 +17,7 @@ from ..language.grammar import Granularity
 from ..language.program import Copy, CopyTokens, Op
 from ..language.resolver import resolve
 from .constraint import CopyIndices, inside_characters
+from .streaming import DocumentStream
 
 __all__ = ["DocumentView", "copy_indices"]
 
@@ -47,20 +48,44 @@ class DocumentView:
         self.document = document
         self.adapter = adapter
         self.granularity = granularity
+        #: Whether the document is a CRLF file (:func:`~cad_outlines.language.syntax.crlf`)
+        #: edited by lines: the model reads it, and programs copy it, with ``"\n"`` ends;
+        #: what a run writes gets ``"\r\n"`` back (:meth:`restore`). Token programs
+        #: index the document's own tokens, so they copy its ends byte for byte.
+        self.crlf = granularity == "lines" and syntax.crlf(document)
+        #: The text the model reads and the program's copy indices count: the document,
+        #: with ``"\n"`` line ends for a CRLF file.
+        self.text = self.read_form(document)
         #: Whether the lines end in an open end (:func:`~cad_outlines.language.syntax.copy_lines`).
-        self.open_end = granularity == "lines" and syntax.open_ended(document)
+        self.open_end = granularity == "lines" and syntax.open_ended(self.text)
         if granularity == "lines":
-            self.lines: list[str] = syntax.copy_lines(document)
+            self.lines: list[str] = syntax.copy_lines(self.text)
             #: Copy indices run ``1..upper`` (lines) or ``0..upper-1`` (tokens).
             self.upper = len(self.lines)
         else:
-            self.doc_ids: list[int] = adapter.document_ids(document)
+            self.doc_ids: list[int] = adapter.document_ids(self.text)
             self.upper = len(self.doc_ids)
+
+    def read_form(self, text: str) -> str:
+        """``text`` given beside the document (a prediction, an update snippet) in the form
+        the model reads: ``"\n"`` line ends where the document is a CRLF file."""
+        return text.replace("\r\n", "\n") if self.crlf else text
+
+    def restore(self, text: str) -> str:
+        """What a run wrote (in the read form) in the document's own line ends."""
+        return syntax.with_crlf(text) if self.crlf else text
+
+    def writer(self) -> DocumentStream:
+        """A :class:`~.streaming.DocumentStream` of this document whose chunks are
+        in the document's line ends (:meth:`restore`): they concatenate to :meth:`resolve`'s result."""
+        if self.granularity == "lines":
+            return DocumentStream(lines=self.lines, open_end=self.open_end, crlf=self.crlf)
+        return DocumentStream(pieces=self.token_pieces, crlf=self.crlf)
 
     @cached_property
     def token_pieces(self) -> list[bytes]:
         """The bytes of each document token (token programs resolve and stream by them)."""
-        return self.adapter.token_pieces(self.document)
+        return self.adapter.token_pieces(self.text)
 
     @cached_property
     def inside(self) -> list[int]:
@@ -98,10 +123,10 @@ class DocumentView:
         return [self.span_ids(op) for op in ops if isinstance(op, (Copy, CopyTokens))]
 
     def resolve(self, ops: Sequence[Op], mode: str = "strict") -> str:
-        """The edited document a finished program spells."""
+        """The edited document a finished program spells, in the document's line ends."""
         if self.granularity == "tokens":
-            return resolve(ops, self.document, mode, token_pieces=self.token_pieces)
-        return resolve(ops, self.document, mode)
+            return self.restore(resolve(ops, self.text, mode, token_pieces=self.token_pieces))
+        return self.restore(resolve(ops, self.text, mode))
 
 
 

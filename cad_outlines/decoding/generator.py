@@ -45,7 +45,7 @@ from ..language.program import Op
 from .prompts import Prompt, PromptTemplate, as_messages, style_for, update_prompt
 from .runner import ObservedRunner, Runner, TransformersRunner
 from .sampler import SAMPLING_OPTIONS, Sampler, SamplingOptions, holds
-from .streaming import DocumentStream, drain, each_step
+from .streaming import drain, each_step
 from .tree import DraftTree, PendingDraft, branch_indices, is_chain
 # Re-exported: the result types and the loop's errors live in .results.
 from .results import (CaDResult, CaDStats, ContextLengthError, ForcedProgramError,  # noqa: F401
@@ -225,7 +225,8 @@ class CaDGenerator(SteerableGenerator):
         it cannot be placed): the ``prediction`` :meth:`apply` drafts from."""
         if self.granularity != "lines" or not isinstance(update, str):
             return None
-        return snippets.merge(self.document, update)
+        merged = snippets.merge(self.view.text, self.view.read_form(update))
+        return None if merged is None else self.view.restore(merged)
 
     def batch(self, prompts: Sequence[Prompt], **options: Any) -> list[str]:  # type: ignore[override]
         """Edit the document once per prompt (sequentially), with the same ``options``.
@@ -335,10 +336,7 @@ class CaDGenerator(SteerableGenerator):
     def _stream_text(self, prompt: Prompt, force_program: str | Sequence[Op] | None,
                      options: tuple[int, SamplingOptions], progress: ProgressCallback | None = None,
                      prediction: str | None = None) -> Generator[str, None, CaDResult]:
-        if self.granularity == "lines":
-            writer = DocumentStream(lines=self.view.lines, open_end=self.view.open_end)
-        else:
-            writer = DocumentStream(pieces=self.view.token_pieces)
+        writer = self.view.writer()
 
         def chunks(ops: list[Op], constraint: Any) -> list[str]:
             chunk = writer.feed(ops, constraint.pending)
@@ -363,8 +361,8 @@ class CaDGenerator(SteerableGenerator):
         messages = as_messages(prompt)  # checked at the door: an empty instruction is refused
         instruction = prompt if isinstance(prompt, str) else messages
         if plain:
-            return self.adapter.plain_prompt_ids(self.document, instruction, self.prompt_style)
-        return self.adapter.prompt_ids(self.document, instruction, self.granularity, self.prompt_template,
+            return self.adapter.plain_prompt_ids(self.view.text, instruction, self.prompt_style)
+        return self.adapter.prompt_ids(self.view.text, instruction, self.granularity, self.prompt_template,
                                        self.prompt_style)
 
     # -- the decode loop ------------------------------------------------------------
@@ -397,7 +395,7 @@ class CaDGenerator(SteerableGenerator):
 
         prompt_ids = self._prompt_ids(prompt, plain_prompt)
         stats.prompt_tokens = len(prompt_ids)
-        limit = context_limit(self.runner, len(prompt_ids), len(self.document))
+        limit = context_limit(self.runner, len(prompt_ids), len(self.view.text))
         # The ids the model has seen (prompt + everything appended), for the repetition
         # penalty, as transformers' generate gives it; kept only when the sampler needs it.
         seen = list(prompt_ids) if sampler.needs_context else None
@@ -510,7 +508,7 @@ class CaDGenerator(SteerableGenerator):
             draft.discard()  # the cache ends with the program, never with a guess
         complete = constraint.done
         if not constrained:
-            document = constraint.text if complete else None
+            document = self.view.restore(constraint.text) if complete else None
         elif complete:
             document = self.view.resolve(constraint.ops, self.mode)
         else:
@@ -554,7 +552,7 @@ class CaDGenerator(SteerableGenerator):
         from ..language.oracle import oracle_program
 
         return Drafter(self.view.lines, "lines", lookup=self.loop.draft_lookup,
-                       plan=oracle_program(self.document, prediction))
+                       plan=oracle_program(self.view.text, self.view.read_form(prediction)))
 
     def _planned(self, draft: PendingDraft, drafter: Drafter, constraint: ProgramConstraint) -> int | None:
         """The prediction's next token: the pending draft's first, or (a draft used up)

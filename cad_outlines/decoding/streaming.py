@@ -30,7 +30,7 @@ from typing import Any, Callable, Generator, Iterable, Sequence, TypeVar
 from ..language import escape
 from ..language.program import Copy, CopyTokens, Gen, Op
 from ..language.resolver import gen_body
-from ..language.syntax import ESCAPE_CHAR, GEN_CLOSE, GEN_OPEN, RESERVED_TAILS
+from ..language.syntax import ESCAPE_CHAR, GEN_CLOSE, GEN_OPEN, RESERVED_TAILS, with_crlf
 
 
 class DocumentStream:
@@ -45,10 +45,15 @@ class DocumentStream:
     open_end
         Whether the last of ``lines`` is the document's open end
         (:func:`~cad_outlines.language.syntax.open_ended`).
+    crlf
+        Whether ``lines`` / ``pieces`` are the ``"\n"`` form of a CRLF file
+        (:func:`~cad_outlines.language.syntax.crlf`): the chunks then get its
+        ``"\r\n"`` ends back, as the resolved document does
+        (:meth:`~.document.DocumentView.restore`).
     """
 
     def __init__(self, lines: Sequence[str] | None = None, pieces: Sequence[bytes] | None = None,
-                 open_end: bool = False):
+                 open_end: bool = False, crlf: bool = False):
         if (lines is None) == (pieces is None):
             raise ValueError("give the document's lines (line programs) or its token pieces, not both")
         self._lines = lines
@@ -61,18 +66,30 @@ class DocumentStream:
         self._raw_done = 0  # escaped body characters already unescaped and emitted (or held)
         self._held_newline = False  # a trailing "\n" held back: it may be the gen's padding
         self._lead_seen = False  # the gen's first character has been seen
+        self._crlf = crlf
+        self._held_cr = ""  # a chunk's trailing "\r" (CRLF files): a "\n" may follow it
 
     def feed(self, ops: Sequence[Op], pending: str) -> str:
         """The document text that ``ops`` (just completed) and ``pending`` add."""
         out = [self._finish(op) for op in ops]
         if pending.startswith(GEN_OPEN):
             out.append(self._grow(pending[len(GEN_OPEN):]))
-        return "".join(out)
+        return self._ends("".join(out))
 
     def close(self) -> str:
         """What is left once the program is complete (bytes of an unfinished character; a
         newline held back by a copy through the open end is dropped: the program ended there)."""
-        return "" if self._lines is not None else self._decoder.decode(b"", final=True)
+        return self._ends("" if self._lines is not None else self._decoder.decode(b"", final=True), final=True)
+
+    def _ends(self, chunk: str, final: bool = False) -> str:
+        """``chunk`` with a CRLF file's line ends; a trailing ``"\r"`` waits for the next
+        chunk, so the chunks restore as the whole text does (``"\r\n"`` stays one end)."""
+        if not self._crlf:
+            return chunk
+        chunk, self._held_cr = self._held_cr + chunk, ""
+        if chunk.endswith("\r") and not final:
+            chunk, self._held_cr = chunk[:-1], "\r"
+        return with_crlf(chunk)
 
     # -- ops ------------------------------------------------------------------------
 

@@ -56,7 +56,7 @@ class EditSession:
         # engine-side copy (in CaDLogitsProcessor) masks.
         self.constraint = ProgramConstraint(
             compile_grammar(adapter.tokenizer, self.upper, self.granularity), self.view.indices)
-        prompt = adapter.prompt_ids(document, instruction, self.granularity, style=editor.prompt_style)
+        prompt = adapter.prompt_ids(self.view.text, instruction, self.granularity, style=editor.prompt_style)
         self.context: list[int] = list(prompt)
         self.program_ids: list[int] = []
         self.forced: list[int] | None = None
@@ -186,8 +186,9 @@ class RegenSession:
                  layout: str = "plain"):
         self.editor = editor
         self.adapter = adapter = editor.adapter
-        prompt = (adapter.plain_prompt_ids(document, instruction, editor.prompt_style) if layout == "plain" else
-                  adapter.prompt_ids(document, instruction, editor.granularity, style=editor.prompt_style))
+        self.view = view = DocumentView(document, adapter)  # the text the model reads, its line ends
+        prompt = (adapter.plain_prompt_ids(view.text, instruction, editor.prompt_style) if layout == "plain" else
+                  adapter.prompt_ids(view.text, instruction, editor.granularity, style=editor.prompt_style))
         self.prompt = prompt
         eos = adapter.eos_token_id
         self.forced = adapter.encode(target) + [eos] if target is not None else None
@@ -234,7 +235,7 @@ class RegenSession:
         if not self.stats.total_seconds:
             self.stats.total_seconds = time.perf_counter() - self._start
         text = self.text or ""
-        return CaDResult(text if self._ended else None, text, [], self._ended, self.stats)
+        return CaDResult(self.view.restore(text) if self._ended else None, text, [], self._ended, self.stats)
 
 
 def add_session_input(engine: Any, rid: str, prompt: list[int], params: SamplingParams) -> None:

@@ -137,3 +137,25 @@ def copy_lines(document: str) -> list[str]:
 def open_ended(document: str) -> bool:
     """Whether :func:`copy_lines` gives ``document`` an open end (its last line holds text)."""
     return not document.endswith("\n") and document != ""
+
+
+_LINE_BREAK = re.compile(r"\r?\n")
+
+
+def crlf(document: str) -> bool:
+    """Whether ``document`` is a CRLF file: it has a line break, every ``"\\n"`` follows a
+    ``"\\r"``, and no other ``"\\r"`` occurs.
+
+    Models read such a file with ``"\\n"`` line ends (the form they are trained on) and
+    what a run writes gets ``"\\r\\n"`` back (:func:`with_crlf`), so a Windows file stays
+    one instead of coming back with the new lines' ends mixed in. The strict test keeps
+    that exact: ``with_crlf(d.replace("\\r\\n", "\\n")) == d`` for every such ``d``.
+    A file with mixed ends is not one; a run copies its ends byte for byte.
+    """
+    breaks = document.count("\n")
+    return breaks > 0 and document.count("\r\n") == breaks == document.count("\r")
+
+
+def with_crlf(text: str) -> str:
+    """``text`` with every line break written ``"\\r\\n"`` (a lone ``"\\n"`` gains its ``"\\r"``)."""
+    return _LINE_BREAK.sub("\r\n", text)

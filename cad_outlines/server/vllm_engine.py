@@ -15,9 +15,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ..decoding.streaming import DocumentStream
+from ..decoding.document import DocumentView
 from ..engines import vllm as cad_vllm
-from ..language.syntax import copy_lines, open_ended
 from .engine import Job, Outcome, api_error, chat_budget, chat_ids, check_budget, check_queue, edit_outcome
 from .protocol import ChatRequest, usage
 
@@ -106,8 +105,8 @@ class VLLMEngine:
         if result.document is not None:
             content, finish = result.document, "stop"
         else:  # the text of the complete ops: what the transformers engine would have streamed
-            content, finish = DocumentStream(lines=copy_lines(request.document),
-                                             open_end=open_ended(request.document)).feed(result.ops, ""), "length"
+            writer = DocumentView(request.document, self.adapter).writer()
+            content, finish = writer.feed(result.ops, "") + writer.close(), "length"
         return edit_outcome(self.adapter, request, content, finish, result)
 
     async def _chat(self, job: Job) -> Outcome:

@@ -187,6 +187,7 @@ class RowBuilder:
             raise SFTError(f"case {case_id or '?'}: the program does not decode: {err}") from err
         fed = list(self._runner.fed)
         style = self.prompt_style
+        doc = gen.view.text  # what the model read (a CRLF file with "\n" ends)
         prompt_ids = self.adapter.prompt_ids(doc, instruction, self.granularity, style=style)
         labels = self._labels(fed, prompt_ids, gen.view.spans(result.ops), case_id)
         tail = self._tail(fed, labels, result.program, result.stats.program_tokens, case_id)
