@@ -330,8 +330,9 @@ def test_bench_all_runs_items_1_to_5_with_one_kernel(tmp_path, capsys):
     files = {p.name for p in out.iterdir()}
     assert {"kernel.json", "kernel.png", "bounds.json", "e2e.json", "e2e.png", "formats.json",
             "perturb.json", "perturb.png", "suite.json", "summary.md", "e2e.partial.jsonl"} <= files
-    # each case was checkpointed as it finished, and a run cut short can be pooled from it
-    assert len((out / "e2e.partial.jsonl").read_text().splitlines()) == 2
+    # each case was checkpointed as it finished (after the settings line), and a run cut
+    # short can be pooled from it
+    assert len((out / "e2e.partial.jsonl").read_text().splitlines()) == 3
     full = json.loads((out / "e2e.json").read_text())["pooled"]
     assert cli.main(["bench", "pool", str(out)]) == 0
     pooled = json.loads((out / "e2e.json").read_text())
@@ -354,6 +355,23 @@ def test_bench_all_runs_items_1_to_5_with_one_kernel(tmp_path, capsys):
     seconds = suite["seconds"]
     assert seconds["total"] >= sum(seconds[k] for k in ("kernel", "bounds", "e2e", "formats", "perturb"))
     assert "## e2e" in (out / "summary.md").read_text()
+    # cut short after the first case: the same command resumes, with the same kernel,
+    # taking that case from the checkpoint and measuring only the second
+    lines = (out / "e2e.partial.jsonl").read_text().splitlines(True)
+    (out / "e2e.partial.jsonl").write_text("".join(lines[:2]))
+    command = ["bench", "all", str(corpus), "--preset", "tiny-qwen", "--threads", "1", "--kernel-max-n", "4",
+               "--kernel-trials", "1", "--eps", "0,2", "--trials", "2", "--out-dir", str(out)]
+    capsys.readouterr()
+    assert cli.main(command) == 0
+    assert "resuming" in capsys.readouterr().err
+    resumed = json.loads((out / "e2e.json").read_text())
+    assert resumed["resumed_cases"] == 1 and resumed["kernel"] == kernel
+    assert resumed["cases"][0] == json.loads(lines[1]) and len(resumed["cases"]) == 2
+    assert len((out / "e2e.partial.jsonl").read_text().splitlines()) == 3
+    # other settings on the same folder are refused, and the checkpoint is kept
+    assert cli.main([*command, "--pld", "20:3"]) == 2
+    assert "other settings" in capsys.readouterr().err
+    assert len((out / "e2e.partial.jsonl").read_text().splitlines()) == 3
     assert cli.main(["bench", "all", str(corpus), "--preset", "tiny-qwen", "--eps", "x",
                      "--out-dir", str(out)]) == 2
     capsys.readouterr()

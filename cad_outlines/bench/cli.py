@@ -407,7 +407,9 @@ def _add_bench_all(bench: argparse._SubParsersAction) -> None:
         description="Items 1-5 of the benchmark on the chosen cases of one corpus, with one "
                     "model and one kernel curve (the bounds and the e2e ratio read the curve "
                     "measured in the same run). Writes every JSON and plot plus summary.md "
-                    "(all tables and the wall seconds of each item) to OUT_DIR.")
+                    "(all tables and the wall seconds of each item) to OUT_DIR. Each e2e case "
+                    "goes to OUT_DIR/e2e.partial.jsonl as it finishes: the same command run "
+                    "again resumes there (other settings are refused).")
     _add_case_args(p, kernel_trials=3)
     p.add_argument("--out-dir", required=True, metavar="OUT_DIR", help="folder for the outputs")
     p.add_argument("--eps", default="0,1,2,3,5", metavar="E1,E2,...",

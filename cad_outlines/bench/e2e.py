@@ -64,6 +64,7 @@ would choose (``bench quality`` does).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import statistics
@@ -85,6 +86,7 @@ from ..language.oracle import oracle_program
 from ..language.program import parse, render
 from ..language.resolver import resolve
 from . import _common
+from ._checkpoint import RecordLog
 from ._loop import WarmPrefill, clocked_generator, cpu_run, document_prefill, regen_baseline
 from .bounds import KernelCurve, compute_bounds, kernel_from_dict
 from .kernel import KernelConfig, forward_cost_of, measure_kernel
@@ -296,9 +298,10 @@ def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
 
     ``model``: an Outlines transformers model to use instead of building ``cfg.preset``.
     ``kernel_record``: a kernel measured with the same model in the same process (by
-    ``bench all``) instead of measuring one here. ``checkpoint``: a JSON-lines file that
-    gets each case's record (or failure) as soon as it is done, so that a long run cut
-    short still leaves its finished cases (the file is started afresh).
+    ``bench all``) instead of measuring one here. ``checkpoint``: a JSON-lines file
+    (:class:`~._checkpoint.RecordLog`) that gets each case's record (or failure) as soon
+    as it is done; run again with the same settings, cases and kernel, the cases it holds
+    are taken from it (``resumed_cases`` in the report) and only the others are measured.
     """
     chosen = select_cases(cases, cfg.order, cfg.limit, cfg.lines, cfg.split)
     if not chosen:
@@ -322,27 +325,37 @@ def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
         # generate, Outlines' processor and our loop are not the cases' to pay).
         run_case(model, Case("warm-up", "a = 1\nb = 2\nc = 3\n", "a = 1\nb = 5\nc = 3\n"),
                  cfg.instruction, curve, kernel.costs, cfg.pld, cfg.skip, forward_cost, cfg.prompt_style, warm)
-        results, failures = [], []
-        if checkpoint is not None:
-            Path(checkpoint).write_text("")
+        results, failures, resumed = [], [], 0
+        log = None if checkpoint is None else RecordLog(checkpoint, checkpoint_settings(cfg, chosen, kernel_record),
+                                                        key=lambda record: record["id"])
         bar = _common.progress(chosen, desc=f"e2e {cfg.preset}", unit="case", disable=not progress)
         for case in bar:
-            try:
-                record = run_case(model, case, cfg.instruction, curve, kernel.costs, cfg.pld, cfg.skip,
-                                  forward_cost, cfg.prompt_style, warm)
-                results.append(record)
-            except Exception as err:  # a case that fails is reported, not hidden
-                record = {"id": case.id, "error": f"{type(err).__name__}: {err}"}
-                failures.append(record)
-            if checkpoint is not None:
-                with open(checkpoint, "a", encoding="utf-8") as out:
-                    out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            record = log.get(case.id) if log is not None else None
+            if record is not None:
+                resumed += 1
+            else:
+                try:
+                    record = run_case(model, case, cfg.instruction, curve, kernel.costs, cfg.pld, cfg.skip,
+                                      forward_cost, cfg.prompt_style, warm)
+                except Exception as err:  # a case that fails is reported, not hidden
+                    record = {"id": case.id, "error": f"{type(err).__name__}: {err}"}
+                if log is not None:
+                    log.append(record)
+            (failures if "error" in record else results).append(record)
         wall = time.perf_counter() - started
         env = _common.environment(threads=cfg.threads)  # inside: torch_threads is the run's
     return {"config": asdict(cfg), "kernel": kernel_record, "cases": results, "failures": failures,
             "pooled": pool(results, curve, kernel.costs, cpu_curve, cpu_tau) if results else None,
-            "wall_seconds": wall,
+            "wall_seconds": wall, "resumed_cases": resumed,
             "env": env}
+
+
+def checkpoint_settings(cfg: E2EConfig, cases: Sequence[Case], kernel_record: dict[str, Any]) -> dict[str, Any]:
+    """What every record of an e2e checkpoint depends on: the settings, the cases in
+    order, and the kernel (by digest: the costed drafts and the bounds read it)."""
+    kernel = hashlib.sha256(json.dumps(kernel_record, sort_keys=True).encode()).hexdigest()[:16]
+    settings = {**asdict(cfg), "cases": [case.id for case in cases], "kernel_sha256": kernel}
+    return json.loads(json.dumps(settings))  # as the file gives it back (tuples are lists)
 
 
 def report_from_checkpoint(checkpoint: str | os.PathLike, kernel_record: dict[str, Any],
@@ -367,6 +380,8 @@ def report_from_checkpoint(checkpoint: str | os.PathLike, kernel_record: dict[st
             record = json.loads(line)
         except json.JSONDecodeError as err:
             raise InputError(f"{checkpoint}:{number}: not a JSON line ({err.msg})") from None
+        if number == 1 and set(record) == {"settings"}:
+            continue  # the checkpoint's head (RecordLog)
         (failures if "error" in record else results).append(record)
     kernel = kernel_from_dict(kernel_record)
     curve = kernel.curve("keep1")

@@ -7,7 +7,9 @@ same cases:
 1. ``kernel``   the s(N) curve and fixed costs (prefix: the cases' mean prompt length);
 2. ``bounds``   copy ceiling + bnd_m8 / bnd_mean / bnd_exact / m* of the chosen cases;
 3. ``e2e``      the decodes of every case: CaD, its ablations, Outlines and PLD (:mod:`.e2e`;
-               each case's record also goes to ``e2e.partial.jsonl`` as it finishes);
+               each case's record also goes to ``e2e.partial.jsonl`` as it finishes, and the
+               same command run again on the same folder resumes from it, with the kernel
+               of ``kernel.json``);
 4. ``formats``  output tokens and round trips of the four edit formats (:mod:`.formats`);
 5. ``perturb``  exact match under shifted copy endpoints (:mod:`.perturb`).
 
@@ -18,7 +20,9 @@ wall seconds of each item). The wall time of the whole run is what the issue's "
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -27,7 +31,7 @@ from typing import Any, Optional, Sequence
 from ..training.corpus import Case
 from ..tools.presets import REAL_PRESETS
 from ..errors import InputError
-from ..files import atomic_write
+from ..files import atomic_write, read_text
 from . import _common
 from .bounds import ceiling_with_bounds, format_bounds, kernel_from_dict
 from .e2e import E2EConfig, build_model, kernel_config, run_e2e, select_cases
@@ -83,8 +87,12 @@ def run_suite(cases: Sequence[Case], cfg: E2EConfig, out_dir: str | os.PathLike,
         seconds["model"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
-        kernel_record = measure_kernel(model, kernel_config(model, chosen, cfg), progress=progress)
-        _common.write_json(out / "kernel.json", kernel_record)
+        kernel_record = resumed_kernel(out)
+        if kernel_record is None:
+            kernel_record = measure_kernel(model, kernel_config(model, chosen, cfg), progress=progress)
+            _common.write_json(out / "kernel.json", kernel_record)
+        elif progress:
+            print(f"resuming {out}: the kernel of kernel.json, the cases of e2e.partial.jsonl", file=sys.stderr)
         plot_kernel(kernel_record, str(out / "kernel.png"))
         tables["kernel"] = format_kernel(kernel_record)
         seconds["kernel"] = time.perf_counter() - clock
@@ -132,6 +140,18 @@ def run_suite(cases: Sequence[Case], cfg: E2EConfig, out_dir: str | os.PathLike,
     atomic_write(out / "summary.md", format_suite(report, tables))
     report["files"] = sorted(p.name for p in out.iterdir())
     return report
+
+
+def resumed_kernel(out: Path) -> dict[str, Any] | None:
+    """The kernel of the run ``out`` holds, when its e2e checkpoint has cases to resume:
+    those records were measured against that curve, so the rest must be too."""
+    partial, kernel = out / "e2e.partial.jsonl", out / "kernel.json"
+    if not (partial.is_file() and kernel.is_file()) or len(read_text(partial).splitlines()) < 2:
+        return None
+    try:
+        return json.loads(read_text(kernel))
+    except json.JSONDecodeError as err:
+        raise InputError(f"{kernel}: not JSON ({err.msg}); remove it and e2e.partial.jsonl to start afresh") from None
 
 
 def format_suite(report: dict[str, Any], tables: Optional[dict[str, str]] = None) -> str:
