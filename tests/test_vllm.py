@@ -114,6 +114,16 @@ def test_the_compact_prompt_gives_the_hf_loops_program_and_prompt(family):
     assert got.stats.prompt_tokens == want.stats.prompt_tokens
 
 
+def test_a_crlf_file_comes_back_crlf_as_on_transformers(family):
+    # The model reads the file's "\n" form; the new line gets "\r\n" like the copied ones.
+    llm, hf_model = family
+    doc = DOC.replace("\n", "\r\n")
+    got = cad_vllm.VLLMEditor(llm, max_new_tokens=4096).run(doc, "edit", force_program=PROGRAMS[0])
+    want = CaDGenerator(hf_model, doc).run("edit", force_program=PROGRAMS[0])
+    assert got.document == want.document == DOC.replace("value_10 = 100", 'value_10 = "ten"').replace("\n", "\r\n")
+    assert got.stats.prompt_tokens == want.stats.prompt_tokens
+
+
 def test_splices_hit_the_prefix_cache(family):
     llm, _ = family
     editor = cad_vllm.VLLMEditor(llm, max_new_tokens=4096, splice="request")
