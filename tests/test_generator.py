@@ -115,7 +115,9 @@ def test_sampled_programs_parse_and_resolve(preset, tiny_model):
                 complete += 1
                 with_gen += any(isinstance(op, Gen) for op in result.ops)
                 assert program.parse(result.program) == result.ops
-                assert result.document == resolve(result.ops, doc, "strict")
+                # the model's text (a CRLF file's "\n" form) resolved, in the file's line ends
+                assert result.document == gen.view.restore(resolve(result.ops, gen.view.text, "strict"))
+                assert gen.view.crlf == ("\r\n" in doc and "\n" not in doc.replace("\r\n", ""))
             else:
                 assert result.document is None and result.stats.stopped_early
                 # The complete ops of an unfinished program still resolve strictly.
