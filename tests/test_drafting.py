@@ -185,7 +185,7 @@ def test_greedy_and_sampled_programs_do_not_depend_on_drafts(preset, tiny_model)
             if drafted.complete:
                 complete += 1
                 assert program.parse(drafted.program) == drafted.ops
-                assert drafted.document == resolve(drafted.ops, doc, "strict")
+                assert drafted.document == gen.view.restore(resolve(drafted.ops, gen.view.text, "strict"))
     finally:
         handle.remove()
     assert accepted > 0, "no draft was ever accepted: the test exercised nothing"
