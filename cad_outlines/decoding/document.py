@@ -80,7 +80,7 @@ class DocumentView:
         in the document's line ends (:meth:`restore`): they concatenate to :meth:`resolve`'s result."""
         if self.granularity == "lines":
             return DocumentStream(lines=self.lines, open_end=self.open_end, crlf=self.crlf)
-        return DocumentStream(pieces=self.token_pieces, crlf=self.crlf)
+        return DocumentStream(pieces=self.token_pieces)
 
     @cached_property
     def token_pieces(self) -> list[bytes]:
@@ -125,7 +125,7 @@ class DocumentView:
     def resolve(self, ops: Sequence[Op], mode: str = "strict") -> str:
         """The edited document a finished program spells, in the document's line ends."""
         if self.granularity == "tokens":
-            return self.restore(resolve(ops, self.text, mode, token_pieces=self.token_pieces))
+            return resolve(ops, self.text, mode, token_pieces=self.token_pieces)
         return self.restore(resolve(ops, self.text, mode))
 
 

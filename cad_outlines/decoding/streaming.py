@@ -46,7 +46,7 @@ class DocumentStream:
         Whether the last of ``lines`` is the document's open end
         (:func:`~cad_outlines.language.syntax.open_ended`).
     crlf
-        Whether ``lines`` / ``pieces`` are the ``"\n"`` form of a CRLF file
+        Whether ``lines`` are the ``"\n"`` form of a CRLF file
         (:func:`~cad_outlines.language.syntax.crlf`): the chunks then get its
         ``"\r\n"`` ends back, as the resolved document does
         (:meth:`~.document.DocumentView.restore`).
@@ -66,7 +66,7 @@ class DocumentStream:
         self._raw_done = 0  # escaped body characters already unescaped and emitted (or held)
         self._held_newline = False  # a trailing "\n" held back: it may be the gen's padding
         self._lead_seen = False  # the gen's first character has been seen
-        self._crlf = crlf
+        self._crlf = crlf and lines is not None
         self._held_cr = ""  # a chunk's trailing "\r" (CRLF files): a "\n" may follow it
 
     def feed(self, ops: Sequence[Op], pending: str) -> str:
