@@ -186,6 +186,8 @@ def test_a_crlf_file_is_edited_in_lf_and_comes_back_crlf(family_model):
             "add a comment", force_program=ops).document == gold
     update = "def add(a, b):\r\n    # sum\r\n    return a + b\r\n# ... existing code ...\r\n"
     assert gen.predicted(update) == gold
+    # a snippet written with "\n" ends (as a model or an editor often sends it) still places
+    assert gen.predicted(update.replace("\r\n", "\n")) == gold
 
 
 @pytest.mark.slow
