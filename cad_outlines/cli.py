@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import traceback
 from typing import Sequence
@@ -289,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as err:  # a file the user named
         print(f"{name}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         from cad_outlines.files import WRITTEN
 
         if WRITTEN and len(getattr(args, "files", None) or [None]) == 1:
@@ -298,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_OK
         written = f" ({len(WRITTEN)} file(s) written: {', '.join(WRITTEN)})" if WRITTEN else ""
         print(f"{name}: interrupted{written}", file=sys.stderr)
-        return 130
+        return 128 + getattr(interrupt, "signum", signal.SIGINT)  # 130 for Ctrl-C, 143 for SIGTERM
     except Exception:  # a bug: show where, with a status no other case uses
         return _internal_error(name)
 

@@ -143,9 +143,18 @@ def check_writable(path: PathLike) -> None:
         raise InputError(f"{path}: cannot write in the folder {folder}")
 
 
+class Terminated(KeyboardInterrupt):
+    """A signal :func:`signals_raise` turned into an exception; ``signum`` says which (a
+    command then exits ``128 + signum``, as a shell reports a process the signal ended)."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
 @contextlib.contextmanager
 def signals_raise(signums: Iterable[int] = (signal.SIGTERM,)) -> Iterator[None]:
-    """Turn the given signals into ``KeyboardInterrupt`` while the block runs.
+    """Turn the given signals into ``KeyboardInterrupt`` (:class:`Terminated`) while the block runs.
 
     A process killed by ``SIGTERM``'s default action runs no ``finally`` clause, so an
     interrupted :func:`atomic_write` would leave its temporary file behind. Inside this
@@ -153,7 +162,7 @@ def signals_raise(signums: Iterable[int] = (signal.SIGTERM,)) -> Iterator[None]:
     main thread can set handlers; elsewhere the block changes nothing.
     """
     def _raise(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
+        raise Terminated(signum)
 
     previous = {}
     try:

@@ -175,4 +175,4 @@ def test_an_interrupt_after_the_output_is_in_place_reports_it_written(capsys, tm
     monkeypatch.setattr(files, "WRITTEN", [])
     monkeypatch.setattr(files, "atomic_write", lambda path, text: (_ for _ in ()).throw(KeyboardInterrupt()))
     code, _, err = run(capsys, ["apply", prog, doc, "-o", tmp_path / "other.txt"])
-    assert code == 130 and not (tmp_path / "other.txt").exists()
+    assert code == 130 and not (tmp_path / "other.txt").exists()  # Ctrl-C: 128 + SIGINT

@@ -62,7 +62,7 @@ def test_sigterm_during_cli_write_cleans_up(tmp_path):
     """)
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert done.returncode == 130, done.stderr
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr  # 143, as a shell reports it
     assert "interrupted" in done.stderr
     assert (tmp_path / "out.txt").read_text(encoding="utf-8") == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["doc.txt", "out.txt", "p.prog"]
