@@ -387,6 +387,16 @@ def test_real_model_edit_equals_generate_edit(real_server, real_model, options):
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == expected
 
 
+def test_real_model_edit_of_a_crlf_file_comes_back_crlf(real_server, real_model):
+    document, instruction = REAL_EDIT[0].replace("\n", "\r\n"), REAL_EDIT[1]
+    expected = cad_outlines.generate.edit(real_model("smollm2-135m"), document, instruction, max_new_tokens=256)
+    reply = openai.OpenAI(base_url=real_server.url, api_key="none", max_retries=0, timeout=300).chat.completions.create(
+        model="smollm2-135m", messages=[{"role": "user", "content": instruction}],
+        prediction={"type": "content", "content": document}, max_tokens=256)
+    content = reply.choices[0].message.content
+    assert content == expected and content.count("\n") == content.count("\r\n") > 0  # no line ends mixed
+
+
 def test_real_model_apply_form_finishes_a_valid_edit(real_server):
     message = f"<code>{DOC}</code>\n<update>{UPDATE}</update>"
     reply = openai.OpenAI(base_url=real_server.url, api_key="none", max_retries=0, timeout=300).chat.completions.create(
