@@ -186,7 +186,8 @@ class RegenSession:
                  layout: str = "plain"):
         self.editor = editor
         self.adapter = adapter = editor.adapter
-        self.view = view = DocumentView(document, adapter)  # the text the model reads, its line ends
+        # the text the model reads and its line ends, as the transformers loop's view gives them
+        self.view = view = DocumentView(document, adapter, editor.granularity)
         prompt = (adapter.plain_prompt_ids(view.text, instruction, editor.prompt_style) if layout == "plain" else
                   adapter.prompt_ids(view.text, instruction, editor.granularity, style=editor.prompt_style))
         self.prompt = prompt
