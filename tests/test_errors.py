@@ -21,12 +21,17 @@ def test_every_public_error_class_is_a_cad_error():
     found = {}
     for module in _product_modules():
         for name, obj in vars(module).items():
-            if (inspect.isclass(obj) and issubclass(obj, BaseException) and not issubclass(obj, Warning)
-                    and obj.__module__ == module.__name__):
+            # Warnings and interrupts (a signal turned into KeyboardInterrupt) are not errors.
+            if (inspect.isclass(obj) and issubclass(obj, BaseException)
+                    and not issubclass(obj, (Warning, KeyboardInterrupt)) and obj.__module__ == module.__name__):
                 found[f"{module.__name__}.{name}"] = obj
     assert len(found) >= 15, sorted(found)
     strays = sorted(name for name, cls in found.items() if not issubclass(cls, CaDError))
     assert strays == []
+    # an interrupt must pass every `except Exception` on its way to the exit status
+    from cad_outlines.files import Terminated
+
+    assert not issubclass(Terminated, Exception)
     # the builtin bases callers may catch stay where they were
     from cad_outlines.decoding.generator import ContextLengthError, UnsupportedModelError
     from cad_outlines.decoding.prompts import PromptError

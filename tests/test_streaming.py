@@ -36,8 +36,10 @@ def _feed(stream: DocumentStream, text: str, cuts: list[int], granularity: str) 
 
 
 @st.composite
-def _line_case(draw):
-    lines = draw(st.lists(_TEXT.map(lambda s: s.replace("\n", "")), min_size=1, max_size=6))
+def _line_case(draw, carriage_returns: bool = True):
+    drop = ("\n", "\r") if not carriage_returns else ("\n",)
+    line = _TEXT.map(lambda s: "".join(c for c in s if c not in drop))
+    lines = draw(st.lists(line, min_size=1, max_size=6))
     document = "\n".join(lines)  # ends in "\n" when the last line drawn is empty, else open-ended
     n = len(copy_lines(document))
     copies = st.tuples(st.integers(1, n), st.integers(1, n)).map(lambda p: Copy(min(p), max(p)))
@@ -75,12 +77,13 @@ def test_line_program_chunks_concatenate_to_the_resolved_document(case, data):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=_line_case(), data=st.data())
+@given(case=_line_case(carriage_returns=False), data=st.data())
 def test_a_crlf_files_chunks_concatenate_to_its_restored_document(case, data):
     # The view of a CRLF file streams its "\n" form with the ends restored chunk by chunk;
     # gen text may hold "\r" (a "\r" just before a chunk's cut waits for the next chunk).
+    # The document is drawn without "\r" (stripping it afterwards would change its line
+    # count under copies drawn for the original: "\r" alone is a line end).
     lf, ops = case
-    lf = lf.replace("\r", "")
     assert not crlf(lf) and (crlf(with_crlf(lf)) or "\n" not in lf)
     text = program.render(ops)
     expected = with_crlf(resolve(ops, lf))
