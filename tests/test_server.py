@@ -139,6 +139,51 @@ def test_streaming_iterates_to_the_same_text(tiny_server):
     assert chunks[-1].usage is not None and chunks[-1].usage.prompt_tokens > 0
 
 
+def test_n_sampled_choices_are_the_decodes_with_seeds_seed_and_up(tiny_server, tiny_model):
+    options = {"temperature": 0.9, "seed": 11}
+    reply = edit_request(tiny_server, max_tokens=16, n=3, **options)
+    assert [c.index for c in reply.choices] == [0, 1, 2]
+    model = tiny_model("tiny-qwen")
+    for k, choice in enumerate(reply.choices):
+        expected = in_process(model, DOC, "make mean() safe", max_new_tokens=16, temperature=0.9, seed=11 + k)
+        assert (choice.message.content, choice.finish_reason) == expected
+        assert choice.model_extra["cad"]["program"].startswith("<program>")
+    assert reply.model_extra["cad"] == reply.choices[0].model_extra["cad"]
+    assert len({c.message.content for c in reply.choices}) > 1  # three seeds, not one answer thrice
+    one = [edit_request(tiny_server, max_tokens=16, temperature=0.9, seed=11 + k).usage for k in range(3)]
+    assert reply.usage.prompt_tokens == one[0].prompt_tokens
+    assert reply.usage.completion_tokens == sum(u.completion_tokens for u in one)
+    assert reply.usage.completion_tokens_details.accepted_prediction_tokens == sum(
+        u.completion_tokens_details.accepted_prediction_tokens for u in one)
+
+
+def test_n_greedy_choices_are_one_answer_and_stream_by_index(tiny_server):
+    whole = edit_request(tiny_server, max_tokens=16)
+    reply = edit_request(tiny_server, max_tokens=16, n=2)
+    assert [c.message.content for c in reply.choices] == [whole.choices[0].message.content] * 2
+    assert reply.usage.completion_tokens == 2 * whole.usage.completion_tokens
+    sampled = edit_request(tiny_server, max_tokens=16, n=2, temperature=0.9, seed=3)
+    for ask, answer in (({}, reply), ({"temperature": 0.9, "seed": 3}, sampled)):
+        chunks = list(edit_request(tiny_server, max_tokens=16, n=2, stream=True,
+                                   stream_options={"include_usage": True}, **ask))
+        texts, finals = ["", ""], [None, None]
+        for c in chunks:
+            for choice in c.choices:
+                texts[choice.index] += choice.delta.content or ""
+                finals[choice.index] = choice.finish_reason or finals[choice.index]
+        assert texts == [c.message.content for c in answer.choices]
+        assert finals == [c.finish_reason for c in answer.choices]
+        assert chunks[-1].usage.completion_tokens == answer.usage.completion_tokens
+
+
+def test_n_chat_choices(tiny_server):
+    ask = dict(model="tiny-qwen", messages=[{"role": "user", "content": "Say hi"}], max_tokens=8)
+    reply = client(tiny_server).chat.completions.create(n=2, temperature=1.0, seed=4, **ask)
+    one = client(tiny_server).chat.completions.create(temperature=1.0, seed=5, **ask)
+    assert reply.choices[1].message.content == one.choices[0].message.content
+    assert "cad" not in (reply.model_extra or {}) and "cad" not in (reply.choices[0].model_extra or {})
+
+
 def test_apply_form_message_is_an_edit(tiny_server, tiny_model):
     message = f"<instruction>guard it</instruction>\n<code>{DOC}</code>\n<update>{UPDATE}</update>"
     reply = client(tiny_server).chat.completions.create(
@@ -232,7 +277,9 @@ CASES = [
     ("seed negative", "POST", "/v1/chat/completions", {**BASE, "seed": -1}, 400, "seed"),
     ("seed huge", "POST", "/v1/chat/completions", {**BASE, "seed": 2 ** 64}, 400, "seed"),
     ("stream a string", "POST", "/v1/chat/completions", {**BASE, "stream": "yes"}, 400, "stream"),
-    ("n two", "POST", "/v1/chat/completions", {**BASE, "n": 2}, 400, "n"),
+    ("n zero", "POST", "/v1/chat/completions", {**BASE, "n": 0}, 400, "n"),
+    ("n past the most", "POST", "/v1/chat/completions", {**BASE, "n": 9}, 400, "n"),
+    ("n a string", "POST", "/v1/chat/completions", {**BASE, "n": "2"}, 400, "n"),
     ("tools", "POST", "/v1/chat/completions", {**BASE, "tools": [{"type": "function"}]}, 400, "tools"),
     ("prediction a string", "POST", "/v1/chat/completions", {**BASE, "prediction": "x"}, 400, "prediction"),
     ("prediction content a number", "POST", "/v1/chat/completions",
@@ -344,6 +391,19 @@ def test_a_full_queue_answers_429_and_sigterm_finishes_in_flight_work(tmp_path, 
         assert server.proc.wait(timeout=60) == 0
     finally:
         server.stop()
+
+
+def test_choices_that_do_not_all_fit_the_queue_get_429_and_none_runs(tmp_path):
+    server = Server(tmp_path, "--preset", "tiny-qwen", "--max-queue", "1")
+    try:  # two sampled choices fit (one running, one waiting); three do not
+        ask = dict(model="tiny-qwen", messages=[{"role": "user", "content": "go on"}], max_tokens=4,
+                   temperature=1.0, n=3)
+        with pytest.raises(openai.RateLimitError, match="busy"):
+            client(server, key=None).chat.completions.create(**ask)
+        assert server.health()["pending"] == 0
+        assert len(client(server, key=None).chat.completions.create(**{**ask, "n": 2}).choices) == 2
+    finally:
+        assert server.stop() == 0, server.log.read_text()[-2000:]
 
 
 def test_serve_refuses_bad_arguments(capsys):

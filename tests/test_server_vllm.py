@@ -115,3 +115,15 @@ def test_concurrent_clients_all_get_answers_and_bad_input_is_a_400(server):
     bad = httpx.post(url + "/chat/completions", content=b"{not json", headers={"content-type": "application/json"})
     assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
     assert httpx.get(url.removesuffix("/v1") + "/health").status_code == 200  # still serving
+
+
+def test_n_sampled_choices_run_side_by_side(server):
+    url, _ = server
+    ask = dict(model="tiny-qwen", messages=[{"role": "user", "content": "square 5 again"}],
+               prediction={"type": "content", "content": DOC}, max_tokens=16, temperature=1.0, seed=21)
+    reply = _client(url).chat.completions.create(n=2, **ask)
+    assert [c.index for c in reply.choices] == [0, 1]
+    for k, choice in enumerate(reply.choices):
+        one = _client(url).chat.completions.create(**{**ask, "seed": 21 + k})  # choice k samples with seed + k
+        assert choice.message.content == one.choices[0].message.content
+        assert choice.model_extra["cad"]["program"] == one.model_extra["cad"]["program"]

@@ -19,8 +19,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .engine import Engine, Job, Outcome, api_error
-from .protocol import APIError, chunk, completion, load_json, new_id, parse_chat_request, sse
+from .engine import Engine, Job, Outcome, api_error, check_queue
+from .protocol import (APIError, ChatRequest, chunk, completion, load_json, new_id, parse_chat_request, sse,
+                       total_usage)
 
 #: How often a request waiting for its answer checks that its client is still there.
 DISCONNECT_POLL_SECONDS = 0.25
@@ -91,30 +92,38 @@ def create_app(engine: Engine, *, api_key: str | None = None,
         request_body = parse_chat_request(load_json(await request.body()))
         if request_body.model != engine.model_id:
             raise _unknown_model(request_body.model, engine.model_id, "model")
-        job = engine.submit(request_body)
+        jobs = _submit(engine, request_body)
+        streaming = False
         try:
-            first = await _next_event(request, job)
+            first = await _next_event(request, jobs[0])
             if first is None:
                 return Response(status_code=CLIENT_CLOSED)
             if first[0] == "error":
                 raise first[1]
             if request_body.stream:
-                return StreamingResponse(_sse(job, first, request_body.include_usage, engine.model_id),
+                streaming = True  # from here the stream's own clean-up cancels the decodes
+                return StreamingResponse(_sse(jobs, first, request_body, engine.model_id),
                                          media_type="text/event-stream",
                                          headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-            event = first
-            while event[0] == "chunk":  # the non-streaming answer waits for the end
-                event = await _next_event(request, job)
+            outcomes = []
+            for job in jobs:  # the non-streaming answer waits for the end of every decode
+                event = first if job is jobs[0] else await _next_event(request, job)
+                while event is not None and event[0] == "chunk":
+                    event = await _next_event(request, job)
                 if event is None:
                     return Response(status_code=CLIENT_CLOSED)
-            if event[0] == "error":
-                raise event[1]
-            outcome: Outcome = event[1]
-            return JSONResponse(completion(new_id(), engine.model_id, outcome.content, outcome.finish_reason,
-                                           outcome.usage, outcome.cad))
-        except BaseException:
-            job.cancel.set()  # an error or a cancelled task: the decode stops at its next step
-            raise
+                if event[0] == "error":
+                    raise event[1]
+                outcomes.append(event[1])
+            if len(outcomes) < request_body.n:  # greedy: one decode answers every choice
+                outcomes *= request_body.n
+            return JSONResponse(completion(new_id(), engine.model_id,
+                                           [(o.content, o.finish_reason, o.cad) for o in outcomes],
+                                           total_usage([o.usage for o in outcomes])))
+        finally:
+            if not streaming:  # an answer, an error, a client gone: no decode of this request goes on
+                for job in jobs:
+                    job.cancel.set()
 
     return _AccessLog(_Auth(app, api_key), log_line)
 
@@ -144,34 +153,51 @@ async def _next_event(request: Request, job: Job) -> tuple[str, Any] | None:
             getter.cancel()
 
 
-async def _sse(job: Job, first: tuple[str, Any], include_usage: bool, model: str) -> AsyncIterator[bytes]:
+def _submit(engine: Engine, request: ChatRequest) -> list[Job]:
+    """Queue the decodes of the request's choices (:meth:`ChatRequest.choices`): all of
+    them, or none and a 429 when they do not all fit the queue."""
+    decodes = request.choices()
+    check_queue(engine.pending + len(decodes) - 1, engine.max_queue)
+    return [engine.submit(choice) for choice in decodes]
+
+
+async def _sse(jobs: list[Job], first: tuple[str, Any], body: ChatRequest, model: str) -> AsyncIterator[bytes]:
     """The stream of ``chat.completion.chunk`` events, ending ``data: [DONE]``.
 
+    Choices stream one after another (the engine decodes them in turn), each chunk naming
+    its choice's ``index``; a greedy request's one decode is sent as every choice.
     Starlette cancels this generator when the client disconnects; ``finally`` then sets
-    the job's cancel flag, so the decode stops at its next step.
+    the jobs' cancel flags, so the decodes stop at their next step.
     """
     request_id = new_id()
+    outcomes: list[Outcome] = []
     try:
-        yield sse(chunk(request_id, model, {"role": "assistant", "content": ""}))
-        event = first
-        while True:
-            kind, payload = event
-            if kind == "chunk":
-                yield sse(chunk(request_id, model, {"content": payload}))
-            elif kind == "error":  # past the headers, an error can only be an event
-                yield sse(payload.body())
-                break
+        for index in range(body.n):
+            yield sse(chunk(request_id, model, {"role": "assistant", "content": ""}, index=index))
+            if index >= len(jobs):  # greedy: the first choice again, as one chunk
+                outcome = outcomes[0]
+                if outcome.content:
+                    yield sse(chunk(request_id, model, {"content": outcome.content}, index=index))
             else:
-                outcome: Outcome = payload
-                extra = {"cad": outcome.cad} if outcome.cad is not None else {}
-                yield sse(chunk(request_id, model, {}, outcome.finish_reason, **extra))
-                if include_usage:
-                    yield sse({**chunk(request_id, model, {}), "choices": [], "usage": outcome.usage})
-                break
-            event = await job.events.get()
+                event = first if index == 0 else await jobs[index].events.get()
+                while event[0] == "chunk":
+                    yield sse(chunk(request_id, model, {"content": event[1]}, index=index))
+                    event = await jobs[index].events.get()
+                if event[0] == "error":  # past the headers, an error can only be an event
+                    yield sse(event[1].body())
+                    break
+                outcome = event[1]
+            outcomes.append(outcome)
+            extra = {"cad": outcome.cad} if outcome.cad is not None else {}
+            yield sse(chunk(request_id, model, {}, outcome.finish_reason, index=index, **extra))
+        else:
+            if body.include_usage:
+                yield sse({**chunk(request_id, model, {}), "choices": [],
+                           "usage": total_usage([o.usage for o in outcomes])})
         yield sse("[DONE]")
     finally:
-        job.cancel.set()
+        for job in jobs:
+            job.cancel.set()
 
 
 class _Auth:

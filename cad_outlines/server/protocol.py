@@ -14,7 +14,7 @@ import math
 import re
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ..errors import APIError  # noqa: F401  (re-exported: the server answers with it)
@@ -26,6 +26,8 @@ _UNSUPPORTED = ("tools", "tool_choice", "functions", "function_call", "response_
 #: OpenAI's ranges.
 TEMPERATURE_MAX = 2.0
 SEED_LIMIT = 2 ** 63
+#: The most choices one request may ask for (``n``); each sampled choice is a decode.
+N_MAX = 8
 _APPLY_TAG = re.compile(r"<(instruction|code|update)>(.*?)</\1>", re.S)
 
 Kind = Literal["edit", "chat"]
@@ -57,11 +59,19 @@ class ChatRequest:
     seed: int = 0
     stream: bool = False
     include_usage: bool = False
+    n: int = 1
     options: dict[str, Any] = field(default_factory=dict)
 
     def sampling(self) -> dict[str, Any]:
         """The per-call options of the decode (``CaDGenerator``'s names)."""
         return {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed}
+
+    def choices(self) -> list["ChatRequest"]:
+        """One request per decode the ``n`` choices need: choice ``i`` samples with seed
+        ``seed + i``; greedy (temperature 0) gives every choice the same answer, decoded once."""
+        if self.temperature == 0:
+            return [self]
+        return [replace(self, seed=(self.seed + i) % SEED_LIMIT) for i in range(self.n)]
 
 
 def _reject_constant(name: str) -> None:
@@ -180,8 +190,6 @@ def parse_chat_request(data: dict[str, Any]) -> ChatRequest:
     for name in _UNSUPPORTED:
         if data.get(name) not in (None, [], {}):
             raise bad(f"{name} is not supported by this server", name)
-    if data.get("n") not in (None, 1):
-        raise bad("n must be 1 (one choice per request)", "n")
     if data.get("logprobs") not in (None, False):
         raise bad("logprobs are not supported by this server", "logprobs")
     for name in ("frequency_penalty", "presence_penalty"):
@@ -205,7 +213,8 @@ def parse_chat_request(data: dict[str, Any]) -> ChatRequest:
         temperature=_number(data, "temperature", 0.0, 0.0, TEMPERATURE_MAX),
         top_p=_number(data, "top_p", 1.0, 0.0, 1.0, low_open=True),
         seed=_integer(data, "seed", 0, SEED_LIMIT - 1) or 0,
-        stream=stream, include_usage=bool(stream_options.get("include_usage")))
+        stream=stream, include_usage=bool(stream_options.get("include_usage")),
+        n=_integer(data, "n", 1, N_MAX) or 1)
     document = _prediction(data)
     parts = apply_form(messages[-1]["content"])
     if parts is not None:
@@ -235,23 +244,30 @@ def new_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex[:24]}"
 
 
-def completion(request_id: str, model: str, content: str, finish_reason: str, usage: dict[str, Any],
-               cad: dict[str, Any] | None) -> dict[str, Any]:
-    """A ``chat.completion`` object (``cad``: the edit's program and counts, or none)."""
+def completion(request_id: str, model: str, answers: list[tuple[str, str, dict[str, Any] | None]],
+               usage: dict[str, Any]) -> dict[str, Any]:
+    """A ``chat.completion`` object; ``answers`` holds each choice's ``(content,
+    finish_reason, cad)`` (``cad``: the edit's program and counts, or none). The first
+    choice's ``cad`` is also the body's; with several choices each carries its own."""
+    choices = []
+    for index, (content, finish_reason, cad) in enumerate(answers):
+        choice = {"index": index, "message": {"role": "assistant", "content": content},
+                  "finish_reason": finish_reason, "logprobs": None}
+        if cad is not None and len(answers) > 1:
+            choice["cad"] = cad
+        choices.append(choice)
     body = {"id": request_id, "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                         "finish_reason": finish_reason, "logprobs": None}],
-            "usage": usage}
-    if cad is not None:
-        body["cad"] = cad
+            "choices": choices, "usage": usage}
+    if answers[0][2] is not None:
+        body["cad"] = answers[0][2]
     return body
 
 
 def chunk(request_id: str, model: str, delta: dict[str, Any], finish_reason: str | None = None,
-          **extra: Any) -> dict[str, Any]:
-    """A ``chat.completion.chunk`` object with one choice."""
+          index: int = 0, **extra: Any) -> dict[str, Any]:
+    """A ``chat.completion.chunk`` object with one choice (number ``index``)."""
     return {"id": request_id, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
+            "choices": [{"index": index, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
             **extra}
 
 
@@ -263,6 +279,20 @@ def usage(prompt_tokens: int, completion_tokens: int, accepted: int | None = Non
     if accepted is not None:
         body["completion_tokens_details"] = {"accepted_prediction_tokens": accepted,
                                              "rejected_prediction_tokens": rejected or 0}
+    return body
+
+
+def total_usage(usages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The usage of several choices of one prompt: the prompt once, the completions summed."""
+    body = dict(usages[0])
+    if len(usages) == 1:
+        return body
+    body["completion_tokens"] = sum(u["completion_tokens"] for u in usages)
+    body["total_tokens"] = body["prompt_tokens"] + body["completion_tokens"]
+    if "completion_tokens_details" in body:
+        body["completion_tokens_details"] = {
+            name: sum(u["completion_tokens_details"][name] for u in usages)
+            for name in body["completion_tokens_details"]}
     return body
 
 
