@@ -354,8 +354,10 @@ def _wait_idle(server: Server, seconds: float) -> float:
     return time.monotonic() - start
 
 
-def test_a_client_that_leaves_stops_its_decode(tiny_server):
-    long_chat = {**BASE, "messages": [{"role": "user", "content": "write a long story"}], "max_tokens": 20000}
+@pytest.mark.parametrize("choices", [{}, {"n": 3, "temperature": 1.0}])
+def test_a_client_that_leaves_stops_its_decode(tiny_server, choices):
+    long_chat = {**BASE, "messages": [{"role": "user", "content": "write a long story"}], "max_tokens": 20000,
+                 **choices}  # with n sampled choices, the ones still queued never start
     headers = {"Authorization": f"Bearer {KEY}"}
     with pytest.raises(httpx.ReadTimeout):  # a non-streaming request given up by its client
         httpx.post(f"{tiny_server.base}/v1/chat/completions", json=long_chat, headers=headers, timeout=1.0)
