@@ -449,6 +449,17 @@ def test_real_model_edit_equals_generate_edit(real_server, real_model, options):
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == expected
 
 
+def test_real_model_sampled_choices_are_complete_edits_with_seeds_seed_and_up(real_server, real_model):
+    document, instruction = REAL_EDIT
+    reply = openai.OpenAI(base_url=real_server.url, api_key="none", max_retries=0, timeout=300).chat.completions.create(
+        model="smollm2-135m", messages=[{"role": "user", "content": instruction}], n=2, temperature=0.7, seed=3,
+        prediction={"type": "content", "content": document}, max_tokens=256)
+    for k, choice in enumerate(reply.choices):
+        expected = cad_outlines.generate.edit(real_model("smollm2-135m"), document, instruction,
+                                              max_new_tokens=256, temperature=0.7, seed=3 + k)
+        assert (choice.index, choice.finish_reason, choice.message.content) == (k, "stop", expected)
+
+
 def test_real_model_edit_of_a_crlf_file_comes_back_crlf(real_server, real_model):
     document, instruction = REAL_EDIT[0].replace("\n", "\r\n"), REAL_EDIT[1]
     expected = cad_outlines.generate.edit(real_model("smollm2-135m"), document, instruction, max_new_tokens=256)
