@@ -144,7 +144,8 @@ def _add_edit(sub: argparse._SubParsersAction) -> None:
     add_model_source(p, "speed tests")
     where = p.add_mutually_exclusive_group()
     where.add_argument("-i", "--in-place", action="store_true",
-                       help="rewrite each FILE atomically (symlinks are written through)")
+                       help="rewrite each FILE atomically (symlinks are written through; an unchanged "
+                            "file is left as it is)")
     where.add_argument("-o", "--output", metavar="OUT",
                        help="write the edited file here, atomically (one FILE only)")
     p.add_argument("--json", action="store_true",
@@ -272,7 +273,11 @@ def _emit_edit(args: argparse.Namespace, outcome: Any) -> int:
     if not outcome.ok:
         _fail(outcome.error)
         return EXIT_MODEL
-    target = args.output or (name if args.in_place else None)
+    unchanged = result.document == outcome.document
+    if unchanged:
+        _status(args, f"note: {name} is unchanged: the program copies every line")
+    # An unchanged file is not rewritten in place: its mtime would wake build tools and watchers.
+    target = args.output or (name if args.in_place and not unchanged else None)
     if target is not None:
         atomic_write(target, result.document)
         outcome.written = target

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import os
 import shutil
 import subprocess
 
@@ -101,6 +102,25 @@ def test_in_place_through_symlink_and_json(tmp_path, capsys):
     assert record["summary"] == {"kept": 1, "added": 1, "removed": 1}
     assert record["stats"]["copied_tokens"] > 0
     assert link.is_symlink() and target.read_text(encoding="utf-8") == "y = 2\nx = 1\n"
+
+
+def test_an_unchanged_file_is_not_rewritten_in_place(tmp_path, capsys):
+    src = tmp_path / "a.py"
+    src.write_text("x = 1\ny = 2\n", encoding="utf-8")
+    os.utime(src, (1_000_000, 1_000_000))
+    same = program(tmp_path, '<program><copy lines="1-3"/></program>')
+    assert edit(src, "--instruction", "x", "--force-program", same, "--in-place", "--json") == 0
+    captured = capsys.readouterr()
+    [record] = json.loads(captured.out)
+    assert record["written"] is None and record["summary"] == {"kept": 2, "added": 0, "removed": 0}
+    assert f"note: {src} is unchanged" in captured.err
+    assert src.stat().st_mtime == 1_000_000 and src.read_text(encoding="utf-8") == "x = 1\ny = 2\n"
+    out = tmp_path / "out.py"  # -o names a new file: it is written, unchanged or not
+    assert edit(src, "--instruction", "x", "--force-program", same, "-o", out, "-q") == 0
+    assert out.read_text(encoding="utf-8") == "x = 1\ny = 2\n"
+    swap = program(tmp_path, '<program><copy lines="2-2"/><copy lines="1-1"/><copy lines="3-3"/></program>')
+    assert edit(src, "--instruction", "x", "--force-program", swap, "--in-place", "-q") == 0
+    assert src.stat().st_mtime != 1_000_000 and src.read_text(encoding="utf-8") == "y = 2\nx = 1\n"
 
 
 def test_near_total_deletion_needs_its_flag(tmp_path, capsys):
