@@ -131,7 +131,8 @@ def _add_edit(sub: argparse._SubParsersAction) -> None:
         description="Edit each FILE with the model as a Copy-as-Decode program. stdout gets a "
                     "unified diff that `patch -p1` and `git apply` accept (or JSON with --json); "
                     "stderr gets a progress bar, the program and a one-line summary. An edit that "
-                    "leaves fewer than half of a file's lines is refused unless --allow-deletion.",
+                    "leaves fewer than half of a file's lines is refused unless --allow-deletion, "
+                    "one whose copies repeat over half of them unless --allow-duplication.",
         epilog="exit status: 0 edited (or unchanged), 1 the model did not finish or its edit "
                "was refused, 2 usage or input error, 70 internal error (a bug: please report it)")
     p.add_argument("files", nargs="+", metavar="FILE", help="file(s) to edit (each on its own)")
@@ -152,6 +153,9 @@ def _add_edit(sub: argparse._SubParsersAction) -> None:
                    help="print a JSON list, one record per file: document, program, ops, stats, summary")
     p.add_argument("--allow-deletion", action="store_true",
                    help="accept an edit that empties a file or leaves fewer than half its lines")
+    p.add_argument("--allow-duplication", action="store_true",
+                   help="accept an edit whose copies repeat more than half of a file's lines "
+                        "(refused by default: that is a model looping on copies)")
     p.add_argument("--granularity", choices=["lines", "tokens"], default="lines",
                    help="copy whole lines or document tokens")
     p.add_argument("--force-program", metavar="PROGRAM",
@@ -201,7 +205,8 @@ def _run_edit(args: argparse.Namespace) -> int:
     documents = {name: read_text(name) for name in args.files}  # every file readable first
     options = EditOptions(granularity=args.granularity, max_new_tokens=args.max_new_tokens,
                           temperature=args.temperature, top_p=args.top_p, seed=args.seed,
-                          allow_deletion=args.allow_deletion, follow_prediction=args.follow_prediction)
+                          allow_deletion=args.allow_deletion,
+                          allow_duplication=args.allow_duplication, follow_prediction=args.follow_prediction)
     job = EditJob(documents, instruction, options, engine=args.engine, model=args.model, preset=args.preset,
                   device=args.device, dtype=args.dtype, force_program=args.force_program,
                   forward_cost_file=args.forward_cost,

@@ -137,6 +137,24 @@ def test_near_total_deletion_needs_its_flag(tmp_path, capsys):
     assert src.read_bytes() == b""
 
 
+def test_copies_that_repeat_most_of_a_file_need_their_flag(tmp_path, capsys):
+    src = tmp_path / "a.py"
+    src.write_text("".join(f"line {k}\n" for k in range(10)), encoding="utf-8")
+    before = src.read_bytes()
+    looped = program(tmp_path, '<program><copy lines="1-10"/><copy lines="4-10"/><copy lines="11-11"/></program>')
+    assert edit(src, "--instruction", "x", "--force-program", looped, "--in-place") == 1
+    err = capsys.readouterr().err
+    assert "repeat 7 of the file's 10 lines" in err and "--allow-duplication" in err
+    assert src.read_bytes() == before
+    # a block written twice and a move are edits, not loops
+    twice = program(tmp_path, '<program><copy lines="1-3"/><copy lines="1-3"/><copy lines="4-11"/></program>')
+    moved = program(tmp_path, '<program><copy lines="6-10"/><copy lines="1-5"/><copy lines="11-11"/></program>')
+    for prog in (twice, moved):
+        assert edit(src, "--instruction", "x", "--force-program", prog, "-q") == 0
+    assert edit(src, "--instruction", "x", "--force-program", looped, "--in-place", "--allow-duplication", "-q") == 0
+    assert src.read_bytes() == before + b"".join(f"line {k}\n".encode() for k in range(3, 10))
+
+
 def test_edit_missing_file_is_a_clear_error(tmp_path, capsys):
     assert edit(tmp_path / "nope.py", "--instruction", "x") == 2
     assert "nope.py" in capsys.readouterr().err

@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 import types
 
+from hypothesis import given, strategies as st
+
 from cad_outlines.decoding.results import CaDResult, CaDStats
 from cad_outlines.errors import ResolveError
 from cad_outlines.language.program import Copy
@@ -73,3 +75,15 @@ def test_run_edit_checks_the_job_before_any_model_loads(monkeypatch, tmp_path):
     prog.write_text('<program><copy lines="1-9"/></program>\n')
     with pytest.raises(InputError, match="on a.py"):
         run_edit(EditJob(docs, "x", preset="tiny-qwen", force_program=str(prog)))
+
+
+@given(st.lists(st.tuples(st.integers(1, 30), st.integers(0, 12)), max_size=8))
+def test_repeated_lines_counts_every_copy_of_a_line_after_its_first(spans):
+    from collections import Counter
+
+    from cad_outlines.language.program import Gen
+    from cad_outlines.tools.edit import repeated_lines
+
+    ops = [op for start, length in spans for op in (Copy(start, start + length), Gen("x\n"))]
+    counts = Counter(line for op in ops if isinstance(op, Copy) for line in range(op.start, op.end + 1))
+    assert repeated_lines(ops) == sum(n - 1 for n in counts.values())

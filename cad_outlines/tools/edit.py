@@ -1,8 +1,8 @@
 """The edit workflow behind ``cad-outlines edit``, for both engines.
 
 Load the model, decode every file (one after the other on transformers, all at once on
-vLLM), then judge each result the same way: unfinished, refused by the deletion guard,
-or ready to write. The command line only parses arguments and prints what comes back.
+vLLM), then judge each result the same way: unfinished, refused by the deletion or the
+duplication guard, or ready to write. The command line only parses arguments and prints what comes back.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..errors import InputError
 from .diffs import line_summary
 
 __all__ = ["EditJob", "EditOptions", "EditOutcome", "check_forced", "edit_with_transformers", "edit_with_vllm",
-           "judge", "load_forward_cost", "load_model", "run_edit"]
+           "judge", "load_forward_cost", "load_model", "repeated_lines", "run_edit"]
 
 Status = Callable[[str], None]
 
@@ -37,6 +37,7 @@ class EditOptions:
     seed: int = 0
     forward_cost: Any = None  # a ForwardCost (transformers only): drafts cut to what pays
     allow_deletion: bool = False  # accept an edit that leaves under half the lines
+    allow_duplication: bool = False  # accept copies that repeat over half the lines
     follow_prediction: float | str | None = MODEL_FLOOR  # with --update: the merge as a prior (LoopSwitches)
 
 
@@ -108,7 +109,7 @@ class EditOutcome:
     """One file's result and the verdict on it.
 
     ``error`` says why nothing may be written (the program is unfinished or does not
-    resolve, or the deletion guard refused it); ``None`` means ``result.document`` is the
+    resolve, or a guard refused it); ``None`` means ``result.document`` is the
     edited file.
     """
 
@@ -138,7 +139,8 @@ def _op_record(op: Any) -> dict[str, Any]:
 
 
 def judge(name: str, document: str, result: Any, options: EditOptions) -> EditOutcome:
-    """The verdict on one file's result: unfinished, refused as a deletion, or writable."""
+    """The verdict on one file's result: unfinished, refused as a deletion or a duplication,
+    or writable."""
     stats = result.stats
     if result.document is None:
         why = ("the model's context (max_position_embeddings) ran out" if stats.stop_reason == "context"
@@ -152,7 +154,31 @@ def judge(name: str, document: str, result: Any, options: EditOptions) -> EditOu
         return EditOutcome(name, document, result,
                            f"{name}: the edit would leave {kept_lines} of {original_lines} lines; nothing "
                            "was written (pass --allow-deletion to accept it)", summary)
+    repeated = repeated_lines(result.ops)
+    if original_lines and repeated * 2 > original_lines and not options.allow_duplication:
+        return EditOutcome(name, document, result,
+                           f"{name}: the edit's copies would repeat {repeated} of the file's {original_lines} "
+                           "lines (a copy loop); nothing was written (pass --allow-duplication to accept it)",
+                           summary)
     return EditOutcome(name, document, result, None, summary)
+
+
+def repeated_lines(ops: Iterable[Any]) -> int:
+    """How many lines a line program's copies write beyond the first copy of each line.
+
+    A move or a swap copies every line once (0); a model that loops re-copies long runs
+    of the file until the copy budget stops it, which the duplication guard refuses. Token
+    copies (``--granularity tokens``) are not counted.
+    """
+    from ..language.program import Copy
+
+    spans = sorted((op.start, op.end) for op in ops if isinstance(op, Copy))
+    repeated, covered_to = 0, 0  # the last line copied so far; spans start in order, so
+    # every line from a span's start up to covered_to is already copied
+    for start, end in spans:
+        repeated += max(0, min(end, covered_to) - start + 1)
+        covered_to = max(covered_to, end)
+    return repeated
 
 
 def _unresolved(name: str, document: str, err: Exception) -> EditOutcome:
