@@ -82,7 +82,7 @@ def test_repeated_lines_counts_every_copy_of_a_line_after_its_first(spans):
     from collections import Counter
 
     from cad_outlines.language.program import Gen
-    from cad_outlines.tools.edit import repeated_lines
+    from cad_outlines.language.program import repeated_lines
 
     ops = [op for start, length in spans for op in (Copy(start, start + length), Gen("x\n"))]
     counts = Counter(line for op in ops if isinstance(op, Copy) for line in range(op.start, op.end + 1))

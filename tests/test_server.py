@@ -29,6 +29,7 @@ pytest.importorskip("uvicorn")
 import cad_outlines.generate  # noqa: E402
 from cad_outlines.decoding.generator import CaDGenerator, IncompleteProgramError  # noqa: E402
 from cad_outlines.decoding.prompts import update_prompt  # noqa: E402
+from cad_outlines.language.program import repeated_lines, scan_ops  # noqa: E402
 
 from testdata import ROOT  # noqa: E402
 
@@ -124,6 +125,8 @@ def test_predicted_output_edit_equals_the_in_process_decode(tiny_server, tiny_mo
     cad = reply.model_extra["cad"]
     assert cad["form"] == "prediction" and cad["program"].startswith("<program>")
     assert cad["stats"]["prompt_tokens"] == reply.usage.prompt_tokens
+    ops, _ = scan_ops(cad["program"])  # the complete ops, also of an unfinished program
+    assert cad["repeated_lines"] == repeated_lines(ops)
     details = reply.usage.completion_tokens_details
     assert details.accepted_prediction_tokens == cad["stats"]["copied_tokens"]
     assert details.rejected_prediction_tokens >= 0 and reply.usage.completion_tokens >= 0

@@ -179,3 +179,19 @@ def scan_ops(text: str, pos: int = 0, granularity: Granularity = "lines") -> tup
         else:
             break
     return ops, pos
+
+
+def repeated_lines(ops: Sequence[Op]) -> int:
+    """How many lines a line program's copies write beyond the first copy of each line.
+
+    A move or a swap copies every line once (0); a model that loops re-copies long runs
+    of the file until the copy budget stops it (``edit`` refuses a program that repeats
+    more than half of a file's lines). Token copies (:class:`CopyTokens`) are not counted.
+    """
+    spans = sorted((op.start, op.end) for op in ops if isinstance(op, Copy))
+    repeated, covered_to = 0, 0  # the last line copied so far; spans start in order, so
+    # every line from a span's start up to covered_to is already copied
+    for start, end in spans:
+        repeated += max(0, min(end, covered_to) - start + 1)
+        covered_to = max(covered_to, end)
+    return repeated

@@ -30,7 +30,7 @@ from ..decoding.results import ContextLengthError
 from ..decoding.runner import TransformersRunner
 from ..errors import InputError, RequestCancelled
 from ..language import syntax
-from ..language.program import Copy
+from ..language.program import Copy, repeated_lines
 from .protocol import APIError, ChatRequest, usage
 
 log = logging.getLogger("cad_outlines.server")
@@ -240,7 +240,8 @@ def edit_outcome(adapter: Any, request: ChatRequest, content: str, finish: str, 
     assert request.document is not None
     return Outcome(content, finish, edit_usage(adapter, request.document, content, result),
                    {"form": request.form, "program": result.program, "complete": result.complete,
-                    "stop_reason": result.stats.stop_reason or None, "stats": dataclasses.asdict(result.stats)})
+                    "stop_reason": result.stats.stop_reason or None, "repeated_lines": repeated_lines(result.ops),
+                    "stats": dataclasses.asdict(result.stats)})
 
 
 def chat_ids(adapter: Any, messages: list[dict[str, str]]) -> list[int]:

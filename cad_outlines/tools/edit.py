@@ -14,10 +14,11 @@ from typing import Any, Callable, Iterable, Iterator
 
 from ..decoding.defaults import DEFAULT_MAX_NEW_TOKENS, MODEL_FLOOR, check_engine_floor, explicit_floor
 from ..errors import InputError
+from ..language.program import repeated_lines
 from .diffs import line_summary
 
 __all__ = ["EditJob", "EditOptions", "EditOutcome", "check_forced", "edit_with_transformers", "edit_with_vllm",
-           "judge", "load_forward_cost", "load_model", "repeated_lines", "run_edit"]
+           "judge", "load_forward_cost", "load_model", "run_edit"]
 
 Status = Callable[[str], None]
 
@@ -162,23 +163,6 @@ def judge(name: str, document: str, result: Any, options: EditOptions) -> EditOu
                            summary)
     return EditOutcome(name, document, result, None, summary)
 
-
-def repeated_lines(ops: Iterable[Any]) -> int:
-    """How many lines a line program's copies write beyond the first copy of each line.
-
-    A move or a swap copies every line once (0); a model that loops re-copies long runs
-    of the file until the copy budget stops it, which the duplication guard refuses. Token
-    copies (``--granularity tokens``) are not counted.
-    """
-    from ..language.program import Copy
-
-    spans = sorted((op.start, op.end) for op in ops if isinstance(op, Copy))
-    repeated, covered_to = 0, 0  # the last line copied so far; spans start in order, so
-    # every line from a span's start up to covered_to is already copied
-    for start, end in spans:
-        repeated += max(0, min(end, covered_to) - start + 1)
-        covered_to = max(covered_to, end)
-    return repeated
 
 
 def _unresolved(name: str, document: str, err: Exception) -> EditOutcome:
