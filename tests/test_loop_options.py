@@ -29,6 +29,24 @@ def test_monotone_copies_refuse_a_copy_that_starts_before_the_last_end(tiny_mode
     assert ok.document == DOC.replace("line 5 = 5\n", "line 5 = 5\nnew\n")
 
 
+def test_monotone_copies_follow_what_the_model_records(tiny_model, monkeypatch):
+    from cad_outlines.decoding.options import LoopSwitches
+
+    model = tiny_model("tiny-qwen")
+    backwards = '<program><copy lines="5-9"/><copy lines="3-4"/></program>'
+    assert LoopSwitches().monotone_copies == "model"
+    # a model trained on oracle programs records it (the real-weight loader sets this)
+    monkeypatch.setattr(model.model.config, "cad_monotone_copies", True, raising=False)
+    with pytest.raises(ForcedProgramError):
+        CaDGenerator(model, DOC).run("x", force_program=backwards)
+    assert CaDGenerator(model, DOC, loop=LoopSwitches(monotone_copies=False)).run(
+        "x", force_program=backwards).complete  # the caller's word wins
+    monkeypatch.setattr(model.model.config, "cad_monotone_copies", False)
+    assert CaDGenerator(model, DOC).run("x", force_program=backwards).complete
+    with pytest.raises(OptionError, match="monotone_copies"):
+        LoopSwitches(monotone_copies="yes")
+
+
 def test_monotone_copies_close_the_door_once_the_last_line_is_copied(tiny_model):
     model = tiny_model("tiny-qwen")
     gen = cad(model, DOC, monotone_copies=True)

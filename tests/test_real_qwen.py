@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from cad_outlines.bench.fuzz import check_result
 from cad_outlines.bench.quality import load_eval_cases
 from cad_outlines.decoding.generator import CaDGenerator
@@ -70,6 +72,21 @@ def test_the_fine_tuned_preset_loads_its_adapter_and_prompt_style(real_qwen):
     model = real_qwen(FINE_TUNED)
     assert model.model.config.cad_prompt_style == "compact"
     assert CaDGenerator(model, "x = 1\n").prompt_style == "compact"
+
+
+def test_the_fine_tuned_preset_holds_its_copies_in_order(real_qwen):
+    """Its adapter learned oracle programs (copies never go back), so by default its
+    copies cannot either: a copy loop cannot start. The twin and the released model
+    record nothing of the kind."""
+    from cad_outlines.decoding.generator import ForcedProgramError
+
+    model = real_qwen(FINE_TUNED)
+    assert model.model.config.cad_monotone_copies is True
+    doc = "a = 1\nb = 2\nc = 3\n"
+    with pytest.raises(ForcedProgramError):
+        CaDGenerator(model, doc).run("x", force_program='<program><copy lines="2-3"/><copy lines="1-4"/></program>')
+    assert real_qwen(REGEN).model.config.cad_monotone_copies is False
+    assert not getattr(real_qwen(PRESET).model.config, "cad_monotone_copies", False)
 
 
 def test_the_fine_tuned_model_writes_its_own_programs_on_unseen_whole_files(real_qwen):

@@ -204,6 +204,26 @@ def test_index_rules_reject_forced_copies(family, bad, splice):
 
 
 @SPLICES
+def test_a_model_that_records_monotone_copies_holds_them_on_vllm(family, splice, monkeypatch):
+    """As on transformers (``LoopSwitches(monotone_copies="model")``): a model whose config
+    records ``cad_monotone_copies`` (the fine-tuned presets, saved) gets copies in order,
+    in the driver's constraint and in the engine-side processor's."""
+    from cad_outlines.engines._vllm_sessions import EditSession
+
+    llm, _ = family
+    backwards = '<program><copy lines="5-9"/><copy lines="3-4"/><copy lines="10-31"/></program>'
+    assert cad_vllm.VLLMEditor(llm, splice=splice).run(DOC, "edit", force_program=backwards).complete
+    monkeypatch.setattr(llm.model_config.hf_config, "cad_monotone_copies", True, raising=False)
+    editor = cad_vllm.VLLMEditor(llm, splice=splice)
+    _, params = EditSession(editor, DOC, "edit", None).next_request()
+    assert params.extra_args[cad_vllm.EXTRA_KEY]["monotone"] is True
+    with pytest.raises(ForcedProgramError, match="rejected by the constraint"):
+        editor.run(DOC, "edit", force_program=backwards)
+    assert not llm.llm_engine.has_unfinished_requests()
+    assert editor.run(DOC, "edit", force_program=PROGRAMS[0]).document == resolve(program.parse(PROGRAMS[0]), DOC)
+
+
+@SPLICES
 def test_seeded_sampling_is_reproducible(family, splice):
     llm, _ = family
     editor = cad_vllm.VLLMEditor(llm, max_new_tokens=24, temperature=1.0, seed=7, splice=splice)

@@ -12,13 +12,15 @@ from typing import Any
 
 from ..errors import OptionError
 
-__all__ = ["DEFAULT_MAX_NEW_TOKENS", "MODEL_FLOOR", "check_budget", "check_engine_floor", "check_floor",
+__all__ = ["DEFAULT_MAX_NEW_TOKENS", "FROM_MODEL", "MODEL_FLOOR", "check_budget", "check_engine_floor", "check_floor",
            "check_layout", "check_request", "explicit_floor"]
 
 #: Budget of program tokens (decoded + forced; copied tokens are free) unless one is given.
 DEFAULT_MAX_NEW_TOKENS = 2048
+#: A loop switch's value "as recorded with the model" (``LoopSwitches.for_model`` reads it).
+FROM_MODEL = "model"
 #: ``follow_prediction``'s default: the floor recorded with the model (``LoopSwitches``).
-MODEL_FLOOR = "model"
+MODEL_FLOOR = FROM_MODEL
 
 
 def check_budget(max_new_tokens: Any) -> int:

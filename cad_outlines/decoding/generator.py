@@ -380,9 +380,10 @@ class CaDGenerator(SteerableGenerator):
         max_new_tokens, sampling = options
         stats = CaDStats(compile_seconds=self.compiled.compile_seconds,
                          tokenizer_setup_seconds=tokenizer_setup_seconds(self.adapter.tokenizer))
+        loop = self.loop.for_model(self.hf_model)  # the switches the model records, resolved
         constraint: LoopConstraint = (
-            ProgramConstraint(self.compiled, self.view.indices, self.loop.monotone_copies,
-                              self.loop.copy_ratio) if constrained
+            ProgramConstraint(self.compiled, self.view.indices, loop.monotone_copies,
+                              loop.copy_ratio) if constrained
             else Unconstrained(self.compiled, self.adapter.eos_token_id))
         forced = None
         if force_program is not None:
@@ -406,8 +407,7 @@ class CaDGenerator(SteerableGenerator):
             draft = PendingDraft(ObservedRunner(self.runner, budget.observe, forward_clock(self.runner))
                                  if budget.calibrates else self.runner, cache, budget)
         drafter = self._drafter(prediction) if draft is not None else None
-        follow = (self.loop.for_model(self.hf_model).follow_prediction
-                  if prediction is not None and draft is not None else None)
+        follow = loop.follow_prediction if prediction is not None and draft is not None else None
         proposal = self._propose(constraint, stats, len(prompt_ids), draft, drafter) if draft is not None else DraftTree()
         if progress is not None:
             progress(stats)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
 
 from ..errors import OptionError, OptionTypeError
-from .defaults import MODEL_FLOOR, check_floor
+from .defaults import FROM_MODEL, MODEL_FLOOR, check_floor
 from .constraint import COPY_RATIO
 from .drafting import ForwardCost
 from .sampler import SAMPLING_OPTIONS, SamplingOptions
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .runner import Runner
 
 __all__ = ["CONSTRUCTOR_OPTIONS", "INSTRUMENTATION_OPTIONS", "Instrumentation", "LOOP_OPTIONS",
-           "LoopSwitches", "MODEL_FLOOR", "group_options", "recorded_floor"]
+           "LoopSwitches", "MODEL_FLOOR", "group_options", "recorded_floor", "recorded_monotone"]
 
 
 def recorded_floor(hf_model: Any) -> float | None:
@@ -39,6 +39,14 @@ def recorded_floor(hf_model: Any) -> float | None:
     config (the real-weight loader sets it from its adapter's ``apply.json``), else
     ``None``. ``hf_model``: a transformers model, or its config."""
     return getattr(getattr(hf_model, "config", hf_model), "cad_apply_floor", None)
+
+
+def recorded_monotone(hf_model: Any) -> bool:
+    """Whether a model was trained on monotone programs: ``cad_monotone_copies`` of its
+    config (the real-weight loader sets it for an adapter trained in the CaD layout, whose
+    targets are oracle programs: every copy starts after the previous one's end), else
+    ``False``. ``hf_model``: a transformers model, or its config (vLLM's ``hf_config``)."""
+    return bool(getattr(getattr(hf_model, "config", hf_model), "cad_monotone_copies", False))
 
 
 #: A transformers-style logits processor: ``(input_ids, scores) -> scores``.
@@ -78,9 +86,12 @@ class LoopSwitches:
         draft is cut to the length that pays for its width. ``None`` keeps drafts whole
         (right on a GPU, where width is nearly free). Never changes the output.
     monotone_copies
-        Opt-in guard: each copy must start after the previous copy's end (checked in the
-        mask, like ``i <= j``), so a model cannot loop on the same lines. Edits that
-        reorder lines (a swap) then need a gen for the moved text.
+        Guard: each copy must start after the previous copy's end (checked in the mask,
+        like ``i <= j``), so a model cannot loop on the same lines. Edits that reorder
+        lines (a swap) then need a gen for the moved text. ``"model"`` (the default): on
+        for a model trained on oracle programs, which are all monotone
+        (:func:`recorded_monotone`: the shipped fine-tuned presets), off otherwise, so a
+        prompted model may still move lines with copies.
     copy_ratio
         Guard, on by default: a program's copies reproduce at most this many times the
         document's lines (tokens) in all (:data:`~.constraint.COPY_RATIO`: twice). Past
@@ -117,7 +128,7 @@ class LoopSwitches:
     draft_trees: bool = True
     draft_lookup: bool = True
     forward_cost: ForwardCost | None = None
-    monotone_copies: bool = False
+    monotone_copies: bool | Literal["model"] = FROM_MODEL
     copy_ratio: float | None = COPY_RATIO
     max_gen_tokens: int | None = None
     follow_prediction: float | Literal["model"] | None = MODEL_FLOOR
@@ -131,15 +142,22 @@ class LoopSwitches:
         if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not ratio > 0):
             raise OptionError(f"copy_ratio must be a number > 0 or None, got {ratio!r}")
         check_floor(self.follow_prediction)
-        object.__setattr__(self, "monotone_copies", bool(self.monotone_copies))
+        if isinstance(self.monotone_copies, str) and self.monotone_copies != FROM_MODEL:
+            raise OptionError(f"monotone_copies must be True, False or {FROM_MODEL!r}, got {self.monotone_copies!r}")
+        if self.monotone_copies != FROM_MODEL:
+            object.__setattr__(self, "monotone_copies", bool(self.monotone_copies))
         object.__setattr__(self, "logits_processors", tuple(self.logits_processors))
 
     def for_model(self, hf_model: Any) -> "LoopSwitches":
-        """These switches with ``follow_prediction="model"`` read from ``hf_model``
-        (:func:`recorded_floor`; ``None`` for a bare tokenizer's loop)."""
-        if self.follow_prediction != MODEL_FLOOR:
-            return self
-        return replace(self, follow_prediction=recorded_floor(hf_model) if hf_model is not None else None)
+        """These switches with every ``"model"`` read from ``hf_model`` (``None``, a bare
+        tokenizer's loop, records nothing): ``follow_prediction`` (:func:`recorded_floor`)
+        and ``monotone_copies`` (:func:`recorded_monotone`)."""
+        changes: dict[str, Any] = {}
+        if self.follow_prediction == MODEL_FLOOR:
+            changes["follow_prediction"] = recorded_floor(hf_model) if hf_model is not None else None
+        if self.monotone_copies == FROM_MODEL:
+            changes["monotone_copies"] = recorded_monotone(hf_model) if hf_model is not None else False
+        return replace(self, **changes) if changes else self
 
 
 @dataclass(frozen=True)

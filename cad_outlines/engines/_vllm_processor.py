@@ -103,7 +103,8 @@ class _RequestConstraint:
     def __init__(self, compiled: CompiledGrammar | None, args: dict[str, Any]):
         indices = (copy_indices(compiled.granularity, compiled.upper, args.get("inside", ()))
                    if compiled is not None else None)
-        self.constraint = ProgramConstraint(compiled, indices) if compiled is not None else None
+        self.constraint = (ProgramConstraint(compiled, indices, monotone=bool(args.get("monotone")))
+                           if compiled is not None else None)
         self.eos = args["eos"]
         self.force: list[int] | None = args.get("force")
         self.seen = 0

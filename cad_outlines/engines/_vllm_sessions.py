@@ -55,7 +55,8 @@ class EditSession:
         # The driver's own copy of the constraint reads the ops and the text; the
         # engine-side copy (in CaDLogitsProcessor) masks.
         self.constraint = ProgramConstraint(
-            compile_grammar(adapter.tokenizer, self.upper, self.granularity), self.view.indices)
+            compile_grammar(adapter.tokenizer, self.upper, self.granularity), self.view.indices,
+            monotone=editor.monotone)
         prompt = adapter.prompt_ids(self.view.text, instruction, self.granularity, style=editor.prompt_style)
         self.context: list[int] = list(prompt)
         self.program_ids: list[int] = []
@@ -95,6 +96,8 @@ class EditSession:
                                 "replay": list(self.program_ids), "eos": self.adapter.eos_token_id}
         if self.view.inside:  # the engine-side constraint keeps token copies whole characters too
             args["inside"] = self.view.inside
+        if self.constraint.monotone:
+            args["monotone"] = True
         if self.forced is not None:
             args["force"] = self.forced[len(self.program_ids):]
         editor = self.editor

@@ -62,6 +62,7 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 
 from ..adapters import Adapter, get_adapter, load_tokenizer
 from ..decoding.prompts import style_for
+from ..decoding.options import recorded_monotone
 from ..decoding.sampler import OptionError, SamplingOptions
 from ..decoding.defaults import DEFAULT_MAX_NEW_TOKENS, check_budget, check_layout, check_request
 from ..decoding.results import CaDResult, IncompleteProgramError
@@ -200,6 +201,9 @@ class VLLMEditor:
         config = engine.llm_engine.vllm_config if isinstance(engine, LLM) else engine.vllm_config
         self.block_size: int = config.cache_config.block_size
         self.prompt_style = style_for(prompt_style, engine.model_config.hf_config, granularity)
+        #: Copies start after the previous copy's end, for a model trained on oracle
+        #: programs (as ``LoopSwitches(monotone_copies="model")`` on transformers).
+        self.monotone = recorded_monotone(engine.model_config.hf_config)
         #: How spans enter the KV cache (see the ``splice`` parameter).
         self.splice: Splice = splice or "request"
         self._ids = itertools.count()

@@ -298,20 +298,29 @@ def adapter_apply_floor(adapter: str | os.PathLike) -> float | None:
     return floor
 
 
-def adapter_prompt_style(adapter: str | os.PathLike) -> str:
-    """The prompt style recorded with an adapter: its folder's ``training.json`` (shipped)
-    or the ``record.json`` beside it (a ``cad-outlines train`` run); ``"full"`` when none
-    is recorded (every adapter trained before the style existed)."""
+def adapter_training(adapter: str | os.PathLike) -> dict[str, Any]:
+    """The training settings recorded with an adapter: ``config`` of its folder's
+    ``training.json`` (shipped) or of the ``record.json`` beside it (a ``cad-outlines
+    train`` run); ``{}`` when none is recorded."""
     folder = Path(adapter)
     record = folder / "training.json"
     if not record.is_file():
         record = folder.parent / "record.json"
     if not record.is_file():
-        return "full"
+        return {}
     try:
-        return json.loads(record.read_text())["config"].get("prompt_style", "full")
-    except (ValueError, KeyError, AttributeError) as err:
+        config = json.loads(record.read_text())["config"]
+        if not isinstance(config, dict):
+            raise TypeError(f"config is a {type(config).__name__}")
+        return config
+    except (ValueError, KeyError, TypeError) as err:
         raise InputError(f"{record}: not a training record ({type(err).__name__}: {err})") from None
+
+
+def adapter_prompt_style(adapter: str | os.PathLike) -> str:
+    """The prompt style recorded with an adapter (:func:`adapter_training`); ``"full"``
+    when none is recorded (every adapter trained before the style existed)."""
+    return adapter_training(adapter).get("prompt_style", "full")
 
 
 
@@ -364,7 +373,12 @@ def load_real(name: str = "smollm2-135m", *, adapter: str | os.PathLike | None |
             model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
         # The prompt layout the adapter was trained on travels with the model, as its
         # generation defaults do; CaDGenerator(prompt_style=None) reads it.
-        model.config.cad_prompt_style = adapter_prompt_style(adapter)
+        training = adapter_training(adapter)
+        model.config.cad_prompt_style = training.get("prompt_style", "full")
+        # A CaD-layout adapter learned oracle programs, whose copies never go back;
+        # LoopSwitches(monotone_copies="model") holds its programs to that, so it cannot
+        # loop on copies (one such loop re-copied most of a 491-line file).
+        model.config.cad_monotone_copies = training.get("layout") == "cad"
         floor = adapter_apply_floor(adapter)
         if floor is not None:  # LoopSwitches(follow_prediction="model") reads it
             model.config.cad_apply_floor = floor
