@@ -38,7 +38,9 @@ The ``qwen_*`` configurations (opt-in) run Qwen2.5-Coder-0.5B-Instruct on the sa
 footing: ``qwen_cad``/``qwen_apply`` fine-tuned to write programs,
 ``qwen_regen`` its twin fine-tuned to regenerate (same v2 mix, steps and seed),
 ``qwen_regen_pld20``/``qwen_regen_pld128`` prompt lookup over that twin (k=20 n=3 and
-the long drafts k=128 n=7), and ``qwen_base_*`` the released model prompted.
+the long drafts k=128 n=7), and ``qwen_base_*`` the released model prompted. The
+fine-tuned models hold their copies in order by default (``monotone_copies="model"``);
+``qwen_cad_any_order`` lifts that, as every CaD row ran before 2026-12-05.
 
 Per run: exact match, complete, valid (a complete program parses and resolves
 strictly), copies in range (``1 <= i <= j <= n``), forwards, process CPU seconds (one
@@ -92,6 +94,8 @@ CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
     # steps and seed) to regenerate, with prompt lookup over that twin's replies.
     # The model alone: a snippet's merge only drafts (not the adapter's recorded floor).
     "qwen_cad": ("qwen2.5-coder-0.5b", "cad", {"follow_prediction": None}),
+    # the same with copies in any order (the loop's default for this model before 2026-12-05)
+    "qwen_cad_any_order": ("qwen2.5-coder-0.5b", "cad", {"follow_prediction": None, "monotone_copies": False}),
     # the same, with a snippet's literal merge as a prior the model overrules only where it
     # gives the merge's token under the floor recorded with the adapter (its apply.json),
     # as `apply` runs by default (LoopSwitches.follow_prediction; snippet cases only)
