@@ -373,12 +373,11 @@ def load_real(name: str = "smollm2-135m", *, adapter: str | os.PathLike | None |
             model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
         # The prompt layout the adapter was trained on travels with the model, as its
         # generation defaults do; CaDGenerator(prompt_style=None) reads it.
-        training = adapter_training(adapter)
-        model.config.cad_prompt_style = training.get("prompt_style", "full")
+        model.config.cad_prompt_style = adapter_prompt_style(adapter)
         # A CaD-layout adapter learned oracle programs, whose copies never go back;
         # LoopSwitches(monotone_copies="model") holds its programs to that, so it cannot
         # loop on copies (one such loop re-copied most of a 491-line file).
-        model.config.cad_monotone_copies = training.get("layout") == "cad"
+        model.config.cad_monotone_copies = adapter_training(adapter).get("layout") == "cad"
         floor = adapter_apply_floor(adapter)
         if floor is not None:  # LoopSwitches(follow_prediction="model") reads it
             model.config.cad_apply_floor = floor
