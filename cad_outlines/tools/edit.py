@@ -2,7 +2,8 @@
 
 Load the model, decode every file (one after the other on transformers, all at once on
 vLLM), then judge each result the same way: unfinished, refused by the deletion or the
-duplication guard, or ready to write. The command line only parses arguments and prints what comes back.
+duplication guard, or ready to write. The command line only parses arguments and prints
+what comes back.
 """
 
 from __future__ import annotations
@@ -162,7 +163,6 @@ def judge(name: str, document: str, result: Any, options: EditOptions) -> EditOu
                            "lines (a copy loop); nothing was written (pass --allow-duplication to accept it)",
                            summary)
     return EditOutcome(name, document, result, None, summary)
-
 
 
 def _unresolved(name: str, document: str, err: Exception) -> EditOutcome:
