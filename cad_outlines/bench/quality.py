@@ -103,6 +103,10 @@ CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "qwen_regen": ("qwen2.5-coder-0.5b-regen", "regen", {}),
     "qwen_regen_pld20": ("qwen2.5-coder-0.5b-regen", "pld", {"k": 20, "n": 3}),
     "qwen_regen_pld128": ("qwen2.5-coder-0.5b-regen", "pld", {"k": 128, "n": 7}),
+    # the twin with a snippet's literal merge as drafts (k=128) and as a prior at the floor
+    # CaD's adapter records (follow.run_follow; snippet cases only): what the merge alone
+    # does for regeneration, beside `qwen_apply`
+    "qwen_regen_apply": ("qwen2.5-coder-0.5b-regen", "follow", {"k": 128, "follow_prediction": 0.001}),
     "qwen_base_cad": ("qwen2.5-coder-0.5b-base", "cad", {}),
     "qwen_base_guarded": ("qwen2.5-coder-0.5b-base", "cad", {"monotone_copies": True, "max_gen_tokens": 96}),
     "qwen_base_regen": ("qwen2.5-coder-0.5b-base", "regen", {}),
@@ -293,6 +297,28 @@ def _run_pld(model: Any, case: Case, options: dict[str, Any], budget: int,
             "output": document[:2000]}
 
 
+def _run_follow(model: Any, case: Case, options: dict[str, Any], budget: int) -> dict[str, Any]:
+    """Regeneration drafted from and steered by a snippet case's literal merge
+    (:func:`.follow.run_follow`), the plain prompt; greedy."""
+    from .follow import run_follow
+    from .pld import plain_prompt_ids
+
+    tok = model.hf_tokenizer
+    prompt = plain_prompt_ids(tok, case.doc, case.meta["instruction"], trained_style(model.model))
+    gen, _ = clocked_generator(model, case.doc)
+    merged = gen.predicted(update_of(case.meta["instruction"]))
+    prediction = (tok.encode(merged, add_special_tokens=False) + [tok.eos_token_id]) if merged is not None else []
+    rec = run_follow(model.model, prompt, prediction, options["k"], options["follow_prediction"],
+                     tok.eos_token_id, budget)
+    reply = rec.pop("ids")
+    document = tok.decode(reply, skip_special_tokens=True)
+    complete = rec.pop("complete")
+    return {"exact": complete and document == case.gold, "complete": complete, "valid": complete,
+            "copies_in_range": True, "forwards": rec.pop("forward_passes"), "program_tokens": len(reply),
+            "stop_reason": "" if complete else "max_new_tokens", "merged": merged is not None, **rec,
+            "output": document[:2000]}
+
+
 def _greedy_reply(model: Any, prompt: list[int], budget: int) -> list[int]:
     """The model's own greedy reply to ``prompt`` (transformers' ``generate``), EOS cut."""
     import torch
@@ -416,7 +442,7 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
     # prompt lookup last: it verifies into the output of its model's regeneration row
     for name in sorted(configs, key=lambda n: config_of(n)[1] == "pld"):
         preset, method, options = config_of(name)
-        plain = method in ("regen", "pld")
+        plain = method in ("regen", "pld", "follow")
         model = None
         own = cases
         if options.get("follow_prediction") is not None:  # without a snippet to merge it is the CaD row again
@@ -449,6 +475,8 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
                     rec = _run_text(model, case, budget, sampling)
                 elif method == "pld":
                     rec = _run_pld(model, case, options, budget, replies, texts, key)
+                elif method == "follow":
+                    rec = _run_follow(model, case, options, budget)
                 else:
                     rec = _run_generator(model, case, method, options, budget, sampling, texts, key)
                 instruction = case.meta["instruction"]
