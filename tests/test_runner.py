@@ -144,3 +144,41 @@ def test_a_prefill_with_a_draft_tree_reuses_and_keeps_the_prompt_prefix(tiny_mod
     for row, path in zip(again, ([], [7], [8])):
         assert torch.allclose(row, plain.forward(prompt[:5] + [9] + path, plain.new_cache()), atol=1e-4)
     assert torch.allclose(first[1], plain.forward(prompt + [7], plain.new_cache()), atol=1e-4)
+
+
+def test_a_tree_after_a_long_prefill_goes_in_a_second_forward_with_the_same_logits(tiny_model, monkeypatch):
+    """From TREE_SPLIT ids on, the ids take a causal forward of their own and the tree a
+    second one: the same rows and cache as one forward under the tree's mask, the prompt
+    prefix still kept for reuse."""
+    import cad_outlines.decoding.runner as runner_module
+
+    model = tiny_model("tiny-qwen").model
+    calls = []
+    real = model.forward
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs["input_ids"].shape[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(model, "forward", counted)
+    prompt = [(37 * i) % 30000 + 100 for i in range(runner_module.TREE_SPLIT + 40)]
+    tree, parents = [7, 8, 9, 11], [-1, 0, 1, 0]
+    results = {}
+    for split in (True, False):
+        monkeypatch.setattr(runner_module, "TREE_SPLIT", runner_module.TREE_SPLIT if split else 10**9)
+        runner = TransformersRunner(model, prefix_cache=True)
+        cache = runner.new_cache()
+        calls.clear()
+        rows = runner.forward_tree(prompt, tree, parents, cache)
+        widths = list(calls)
+        runner.keep_nodes(cache, len(tree), [0, 3])  # 7, then 11
+        after = runner.forward([21], cache)
+        again = runner.forward_tree(prompt[:-1] + [5], tree, parents, runner.new_cache())
+        results[split] = rows, widths, after, again, runner.reused, runner.tree_splits  # again: 1 id to compute
+    (rows, widths, after, again, reused, splits), (rows1, widths1, after1, again1, reused1, splits1) = \
+        results[True], results[False]
+    assert widths == [len(prompt), len(tree)] and widths1 == [len(prompt) + len(tree)]
+    assert splits == 1 and splits1 == 0
+    assert rows.shape == rows1.shape == (1 + len(tree), rows.shape[1])
+    assert torch.allclose(rows, rows1, atol=1e-4) and torch.allclose(after, after1, atol=1e-4)
+    assert reused == reused1 == len(prompt) - 1 and torch.allclose(again, again1, atol=1e-4)
