@@ -154,10 +154,8 @@ class TransformersRunner:
         split = bool(tree) and len(ids) - skip >= TREE_SPLIT and self.device.type == "cpu"
         self.tree_splits += split
         head = self._run(ids[skip:], cache, 1, []) if split else None
-        if prefill and not self._pinned and split:
-            self._keep(ids, cache)
         out = self._run([] if split else ids[skip:], cache, len(tree) if split else rows, tree, parents)
-        if prefill and not self._pinned and not split:
+        if prefill and not self._pinned:
             self._keep(ids, cache)
         return out if head is None else torch.cat([head, out])
 
