@@ -4,8 +4,9 @@ greedy output, a low floor makes the prediction the output, and it is a bench qu
 from __future__ import annotations
 
 import torch
+from hypothesis import given, settings, strategies as st
 
-from cad_outlines.bench.follow import realign, run_follow
+from cad_outlines.bench.follow import Realigner, realign, run_follow
 from cad_outlines.bench.quality import QualityConfig, load_eval_cases, run
 from cad_outlines.bench.quality_report import format_table
 
@@ -24,6 +25,24 @@ def test_realign_finds_the_nearest_occurrence_of_the_longest_tail():
     assert realign(prediction, [4, 2, 3], near=8) == 7
     assert realign(prediction, [3, 7], near=0) == 8  # the trigram is not there; the bigram is
     assert realign(prediction, [6], near=0) is None
+
+
+def _scan(prediction: list[int], reply: list[int], near: int, n: int) -> int | None:
+    """Realignment by scanning the whole prediction (the definition the index must keep)."""
+    for size in range(min(n, len(reply)), 0, -1):
+        ends = [i + size for i in range(len(prediction) - size + 1) if prediction[i:i + size] == reply[-size:]]
+        if ends:
+            return min(ends, key=lambda end: (abs(end - near), end))
+    return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 4), max_size=40), st.lists(st.integers(0, 5), min_size=1, max_size=6),
+       st.integers(-3, 45), st.integers(1, 4))
+def test_the_index_finds_what_a_scan_finds(prediction, reply, near, n):
+    index = Realigner(prediction, n)
+    assert index(reply, near) == _scan(prediction, reply, near, n)
+    assert index(reply, near) == Realigner(prediction, n)(reply, near)  # lookups leave it unchanged
 
 
 def test_a_floor_of_one_gives_greedy_output_whatever_the_prediction(tiny_model):

@@ -61,6 +61,11 @@ def test_a_crlf_file_is_read_with_lf_ends_and_written_back_with_crlf(adapter):
     assert writer.feed(ops, "") + writer.close() == edited
     assert view.resolve([Copy(1, view.upper)]) == doc
     assert view.read_form("a\r\nb\r\n") == "a\nb\n" and view.restore("a\nb") == "a\r\nb"
+    # a snippet's literal merge is read in LF form and written in the file's CRLF ends
+    snippet = "def f():\r\n    return 2\r\n\r\nprint(f())\r\n"
+    assert view.merged(snippet) == view.merged(snippet.replace("\r\n", "\n")) == doc.replace("return 1", "return 2")
+    assert view.merged("zzz\r\n# ... existing code ...\r\nqqq\r\n") is None  # no line of it is in the file
+    assert DocumentView(doc, adapter, "tokens").merged(snippet) is None  # token programs have no merge
     # mixed ends, a lone "\r", and token programs copy the document byte for byte
     for mixed in ("a\r\nb\n", "a\r\rb\r\n", "a\r\n"):
         view = DocumentView(mixed, adapter, "tokens" if mixed == "a\r\n" else "lines")

@@ -300,13 +300,14 @@ def _run_pld(model: Any, case: Case, options: dict[str, Any], budget: int,
 def _run_follow(model: Any, case: Case, options: dict[str, Any], budget: int) -> dict[str, Any]:
     """Regeneration drafted from and steered by a snippet case's literal merge
     (:func:`.follow.run_follow`), the plain prompt; greedy."""
+    from ..adapters import get_adapter
+    from ..decoding.document import DocumentView
     from .follow import run_follow
     from .pld import plain_prompt_ids
 
     tok = model.hf_tokenizer
     prompt = plain_prompt_ids(tok, case.doc, case.meta["instruction"], trained_style(model.model))
-    gen, _ = clocked_generator(model, case.doc)
-    merged = gen.predicted(update_of(case.meta["instruction"]))
+    merged = DocumentView(case.doc, get_adapter(tok)).merged(update_of(case.meta["instruction"]))
     prediction = (tok.encode(merged, add_special_tokens=False) + [tok.eos_token_id]) if merged is not None else []
     rec = run_follow(model.model, prompt, prediction, options["k"], options["follow_prediction"],
                      tok.eos_token_id, budget)

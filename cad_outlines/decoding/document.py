@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import Any, Sequence
 
 from ..errors import InputError
-from ..language import syntax
+from ..language import snippets, syntax
 from ..language.grammar import Granularity
 from ..language.program import Copy, CopyTokens, Op
 from ..language.resolver import resolve
@@ -74,6 +74,15 @@ class DocumentView:
     def restore(self, text: str) -> str:
         """What a run wrote (in the read form) in the document's own line ends."""
         return syntax.with_crlf(text) if self.crlf else text
+
+    def merged(self, update: str) -> str | None:
+        """The literal merge of the update snippet ``update`` into the document
+        (:func:`~cad_outlines.language.snippets.merge`), in the document's own line ends;
+        ``None`` where the snippet cannot be placed, and for token programs."""
+        if self.granularity != "lines" or not isinstance(update, str):
+            return None
+        merged = snippets.merge(self.text, self.read_form(update))
+        return None if merged is None else self.restore(merged)
 
     def writer(self) -> DocumentStream:
         """A :class:`~.streaming.DocumentStream` of this document whose chunks are

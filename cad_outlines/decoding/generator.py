@@ -30,7 +30,7 @@ from typing import Any, Generator, Iterator, Literal, Sequence
 import torch
 from outlines.generator import SteerableGenerator
 
-from ..language import program, snippets, syntax
+from ..language import program, syntax
 from ..adapters import Adapter, get_adapter
 from .compiling import CompiledGrammar, compile_grammar, tokenizer_setup_seconds
 from .constraint import LoopConstraint, ProgramConstraint, Unconstrained
@@ -223,10 +223,7 @@ class CaDGenerator(SteerableGenerator):
     def predicted(self, update: str) -> str | None:
         """The literal merge of the snippet ``update`` into the document (``None`` where
         it cannot be placed): the ``prediction`` :meth:`apply` drafts from."""
-        if self.granularity != "lines" or not isinstance(update, str):
-            return None
-        merged = snippets.merge(self.view.text, self.view.read_form(update))
-        return None if merged is None else self.view.restore(merged)
+        return self.view.merged(update)
 
     def batch(self, prompts: Sequence[Prompt], **options: Any) -> list[str]:  # type: ignore[override]
         """Edit the document once per prompt (sequentially), with the same ``options``.
