@@ -34,8 +34,9 @@ def _run(model, doc, ops=None, **options):
         result = gen.run("apply the change", force_program=ops)
     finally:
         handle.remove()
-    # a tree after a long prefill is one forward of the loop in two model calls (TREE_SPLIT)
-    return result, len(calls) - gen.runner.tree_splits, caches[-1]
+    # a tree after a long prefill is one forward of the loop in two model calls (TREE_SPLIT);
+    # a long splice one in several (SPLICE_CHUNK)
+    return result, len(calls) - gen.runner.tree_splits - gen.runner.chunk_calls, caches[-1]
 
 
 # forced programs: same output, fewer forwards, counted honestly ----------------------

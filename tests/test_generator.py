@@ -66,8 +66,9 @@ def test_forward_pass_count_matches_stats(preset, tiny_model):
             result = gen.run("edit", force_program=ops)
         finally:
             handle.remove()
-        # a tree after a long prefill is one forward of the loop in two model calls (TREE_SPLIT)
-        assert len(calls) == result.stats.forward_passes + gen.runner.tree_splits
+        # a tree after a long prefill is one forward of the loop in two model calls (TREE_SPLIT);
+        # a long splice one in several (SPLICE_CHUNK)
+        assert len(calls) == result.stats.forward_passes + gen.runner.tree_splits + gen.runner.chunk_calls
         # One forward per decoded token, except the last (</program> needs no logits), + prefill;
         # a step whose tokens a draft already put in the cache needs none (forwards_saved).
         assert result.stats.forward_passes == result.stats.decoded_tokens - result.stats.forwards_saved

@@ -182,3 +182,39 @@ def test_a_tree_after_a_long_prefill_goes_in_a_second_forward_with_the_same_logi
     assert rows.shape == rows1.shape == (1 + len(tree), rows.shape[1])
     assert torch.allclose(rows, rows1, atol=1e-4) and torch.allclose(after, after1, atol=1e-4)
     assert reused == reused1 == len(prompt) - 1 and torch.allclose(again, again1, atol=1e-4)
+
+
+def test_a_long_chain_after_cached_positions_goes_in_pieces(tiny_model, monkeypatch):
+    """On the CPU a chain appended after cached positions goes in SPLICE_CHUNK pieces, the
+    last holding the rows asked for: the same rows and cache as one call. A prefill into an
+    empty cache stays one call, and a split tree's ids go in pieces too."""
+    import cad_outlines.decoding.runner as runner_module
+
+    model = tiny_model("tiny-qwen").model
+    calls = []
+    real = model.forward
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs["input_ids"].shape[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(model, "forward", counted)
+    monkeypatch.setattr(runner_module, "TREE_SPLIT", 6)
+    ids = [(53 * i) % 30000 + 100 for i in range(40)]
+    tree, parents = [7, 8, 9], [-1, 0, 0]
+    results = {}
+    for chunk in (4, 10**9):
+        monkeypatch.setattr(runner_module, "SPLICE_CHUNK", chunk)
+        runner = TransformersRunner(model)
+        cache = runner.new_cache()
+        calls.clear()
+        runner.forward(ids[:7], cache)
+        rows = runner.forward(ids[7:32], cache, rows=3)
+        tree_rows = runner.forward_tree(ids[32:], tree, parents, cache)
+        results[chunk] = list(calls), rows, tree_rows, cache.get_seq_length(), runner.chunk_calls, runner.tree_splits
+    (widths, rows, tree_rows, length, chunks, splits), (widths1, rows1, tree_rows1, length1, chunks1, splits1) = \
+        results[4], results[10**9]
+    assert widths1 == [7, 25, 8, 3] and chunks1 == 0 and splits1 == splits == 1
+    assert widths == [7, 4, 4, 4, 4, 4, 2, 3, 4, 4, 3] and chunks == 7  # 25 ids: 4 x 5, 2, then 3 (the rows); 8: 4, 4
+    assert rows.shape == rows1.shape == (3, rows.shape[1]) and length == length1 == 40 + len(tree)
+    assert torch.allclose(rows, rows1, atol=1e-4) and torch.allclose(tree_rows, tree_rows1, atol=1e-4)
