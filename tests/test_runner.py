@@ -146,14 +146,9 @@ def test_a_prefill_with_a_draft_tree_reuses_and_keeps_the_prompt_prefix(tiny_mod
     assert torch.allclose(first[1], plain.forward(prompt + [7], plain.new_cache()), atol=1e-4)
 
 
-def test_a_tree_after_a_long_prefill_goes_in_a_second_forward_with_the_same_logits(tiny_model, monkeypatch):
-    """From TREE_SPLIT ids on, the ids take a causal forward of their own and the tree a
-    second one: the same rows and cache as one forward under the tree's mask, the prompt
-    prefix still kept for reuse."""
-    import cad_outlines.decoding.runner as runner_module
-
-    model = tiny_model("tiny-qwen").model
-    calls = []
+def _widths(model, monkeypatch) -> list[int]:
+    """The width of each model call from now on (appended as they happen)."""
+    calls: list[int] = []
     real = model.forward
 
     def counted(*args, **kwargs):
@@ -161,6 +156,17 @@ def test_a_tree_after_a_long_prefill_goes_in_a_second_forward_with_the_same_logi
         return real(*args, **kwargs)
 
     monkeypatch.setattr(model, "forward", counted)
+    return calls
+
+
+def test_a_tree_after_a_long_prefill_goes_in_a_second_forward_with_the_same_logits(tiny_model, monkeypatch):
+    """From TREE_SPLIT ids on, the ids take a causal forward of their own and the tree a
+    second one: the same rows and cache as one forward under the tree's mask, the prompt
+    prefix still kept for reuse."""
+    import cad_outlines.decoding.runner as runner_module
+
+    model = tiny_model("tiny-qwen").model
+    calls = _widths(model, monkeypatch)
     prompt = [(37 * i) % 30000 + 100 for i in range(runner_module.TREE_SPLIT + 40)]
     tree, parents = [7, 8, 9, 11], [-1, 0, 1, 0]
     results = {}
@@ -191,14 +197,7 @@ def test_a_long_chain_after_cached_positions_goes_in_pieces(tiny_model, monkeypa
     import cad_outlines.decoding.runner as runner_module
 
     model = tiny_model("tiny-qwen").model
-    calls = []
-    real = model.forward
-
-    def counted(*args, **kwargs):
-        calls.append(kwargs["input_ids"].shape[1])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(model, "forward", counted)
+    calls = _widths(model, monkeypatch)
     monkeypatch.setattr(runner_module, "TREE_SPLIT", 6)
     ids = [(53 * i) % 30000 + 100 for i in range(40)]
     tree, parents = [7, 8, 9], [-1, 0, 0]
