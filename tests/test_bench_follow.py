@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from hypothesis import given, settings, strategies as st
 
-from cad_outlines.bench.follow import Realigner, realign, run_follow
+from cad_outlines.bench.follow import Realigner, run_follow
 from cad_outlines.bench.quality import QualityConfig, load_eval_cases, run
 from cad_outlines.bench.quality_report import format_table
 
@@ -21,10 +21,11 @@ def _greedy(model, prompt: list[int], budget: int, eos: int) -> tuple[list[int],
 
 def test_realign_finds_the_nearest_occurrence_of_the_longest_tail():
     prediction = [1, 2, 3, 9, 1, 2, 3, 7, 1, 2, 5]
-    assert realign(prediction, [4, 2, 3], near=0) == 3  # (2, 3) twice: the one nearer 0
-    assert realign(prediction, [4, 2, 3], near=8) == 7
-    assert realign(prediction, [3, 7], near=0) == 8  # the trigram is not there; the bigram is
-    assert realign(prediction, [6], near=0) is None
+    realign = Realigner(prediction)
+    assert realign([4, 2, 3], near=0) == 3  # (2, 3) twice: the one nearer 0
+    assert realign([4, 2, 3], near=8) == 7
+    assert realign([3, 7], near=0) == 8  # the trigram is not there; the bigram is
+    assert realign([6], near=0) is None
 
 
 def _scan(prediction: list[int], reply: list[int], near: int, n: int) -> int | None:

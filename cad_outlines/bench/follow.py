@@ -27,7 +27,7 @@ from ..decoding.runner import ObservedRunner, Runner, TransformersRunner
 from ..decoding.sampler import holds
 from ._loop import CpuClock, cpu_run
 
-__all__ = ["Realigner", "realign", "run_follow"]
+__all__ = ["Realigner", "run_follow"]
 
 
 class Realigner:
@@ -59,12 +59,6 @@ class Realigner:
                 i = bisect.bisect_left(ends, near)
                 return min(ends[max(0, i - 1):i + 1], key=lambda end: (abs(end - near), end))
         return None
-
-
-def realign(prediction: Sequence[int], reply: Sequence[int], near: int, n: int = 3) -> Optional[int]:
-    """:class:`Realigner` for one lookup: the index in ``prediction`` that follows the last
-    ``n`` (then fewer) ids of ``reply``, at the occurrence nearest to ``near``."""
-    return Realigner(prediction, n)(reply, near)
 
 
 def run_follow(hf_model: Any, prompt_ids: Sequence[int], prediction_ids: Sequence[int], k: int, floor: float,
