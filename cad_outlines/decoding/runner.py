@@ -36,7 +36,7 @@ TREE_SPLIT = 512
 #: past, attention leaves the causal kernel for the explicit-mask path, whose extra cost
 #: grows with the chain. Measured on the Qwen2.5-0.5B shape, one CPU thread (process CPU
 #: time): 3,000 ids after 3,900 cost 52.5 and 53.1 s in one call, 46.7 and 46.9 in pieces of
-#: 512 (alternating; 1,024: 47.9, 256: 48.5); 3,000 after 30, 39.9 against 31.6; 2,000 after
+#: 512 (alternating; one run each: 1,024 47.9, 256 48.5); 3,000 after 30, 39.9 against 31.6; 2,000 after
 #: 200, 23.3 against 20.1; a 3,900-id prefill into an empty cache (causal kernel) 42.5
 #: either way, so it stays one call.
 SPLICE_CHUNK = 512
