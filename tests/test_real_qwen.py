@@ -173,3 +173,13 @@ def test_a_file_without_a_final_newline_is_edited_not_looped_on(real_qwen):
     assert check_result(result, gen) == [], result.program
     assert result.document == gold, result.program
     assert result.ops[-1] == Copy(result.ops[-1].start, gen.view.upper)  # through the open end
+
+
+def test_an_empty_file_gets_the_line_it_was_asked_for(real_qwen):
+    """An empty file is one empty line (``syntax.split_lines``); the fine-tuned model writes
+    the requested line and copies that empty line, a complete program, not a loop."""
+    model = real_qwen(FINE_TUNED)
+    gen = cad(model, "", max_new_tokens=64)
+    result = gen.run("Add a comment line '# hi' at the top of the file.")
+    assert check_result(result, gen) == [], result.program
+    assert result.document == "# hi\n", result.program
