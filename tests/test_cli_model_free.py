@@ -80,6 +80,10 @@ def test_apply_reports_parse_error_with_offset(capfdbinary, pair, tmp_path):
     code, out, err = run(capfdbinary, ["apply", prog, doc])
     assert code == 2 and out == ""
     assert f"{prog}: line 1, column 10:" in err and "at offset 9" in err
+    prog.write_text('<program><copy lines="1-1"/><gen>\na\n</gen><gen>b</gen></program>\n', encoding="utf-8")
+    code, out, err = run(capfdbinary, ["apply", prog, doc])
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert f"{prog}: line 3, column 7:" in err and "two gens in a row" in err
 
 
 def test_apply_failure_leaves_output_untouched(capfdbinary, pair, tmp_path):

@@ -136,6 +136,16 @@ def test_reversed_or_out_of_range_forced_copy_is_refused(preset, bad, tiny_model
         gen.run("x", force_program=f'<program><copy lines="{bad}"/></program>')
 
 
+@pytest.mark.parametrize("preset", FAMILY_PRESETS)
+def test_a_gen_after_a_gen_is_refused(preset, tiny_model):
+    """One gen holds both: after a gen the mask leaves a copy or the program's close."""
+    gen = CaDGenerator(tiny_model(preset), _lines_doc(12))
+    with pytest.raises(ForcedProgramError):
+        gen.run("x", force_program="<program><gen>\na\n</gen><gen>\nb\n</gen></program>")
+    ok = gen.run("x", force_program='<program><gen>\na\n</gen><copy lines="12-12"/><gen>\nb\n</gen></program>')
+    assert ok.document.startswith("a\n") and ok.document.endswith("\nb")
+
+
 NON_ASCII = "héllo 😀 中文\n"
 
 

@@ -111,7 +111,10 @@ def test_encode_is_injective(text, data):
 @settings(max_examples=2000, deadline=None)
 @given(st.lists(adversarial, min_size=1, max_size=4), st.integers(0, 3))
 def test_gen_round_trips_through_render_and_parse(texts, copies):
-    lines = [Gen(t) for t in texts]
+    # A copy between every two gens (a program never holds two in a row), more anywhere.
+    lines: list = []
+    for k, text in enumerate(texts):
+        lines += [Copy(k, k + 1)] * (k > 0) + [Gen(text)]
     for k in range(copies):
         lines.insert(k * 2 % (len(lines) + 1), Copy(k + 1, k + 2))
     assert parse(render(lines), "lines") == lines

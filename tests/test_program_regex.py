@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from interegular import parse_pattern
 
 from cad_outlines.language.grammar import load_grammar, program_regex, specialize
-from cad_outlines.language.program import Copy, CopyTokens, Gen, ProgramParseError, parse, render
+from cad_outlines.language.program import Copy, CopyTokens, Gen, ProgramParseError, parse, render_op
+from cad_outlines.language.syntax import PROGRAM_CLOSE, PROGRAM_OPEN
 
 SIZES = [1, 9, 10, 50, 137, 5000]
 # Characters that make up the program's structure, so mutations hit the interesting cases.
@@ -75,7 +76,8 @@ def programs(draw, granularity: str):
     ops = draw(st.lists(st.one_of(st.builds(copy_cls, index, index),
                                   st.builds(Gen, gen_text)),
                         max_size=5))
-    return n, render(ops)
+    # Rendered op by op, so two gens in a row (not a program) come up too.
+    return n, PROGRAM_OPEN + "".join(render_op(op) for op in ops) + PROGRAM_CLOSE
 
 
 @st.composite
@@ -115,13 +117,14 @@ def test_regex_agrees_with_parser_on_mutated_programs(granularity, data):
 @pytest.mark.parametrize("n", SIZES)
 def test_hand_picked_programs(n):
     ok = [f'<program><copy lines="1-{n}"/></program>', f'<program><copy lines="{n}-1"/></program>',
-          "<program></program>", "<program><gen></gen><gen>a<b </gen></program>",
+          "<program></program>", f'<program><gen></gen><copy lines="1-1"/><copy lines="{n}-{n}"/><gen>a<b </gen></program>',
           "<program><gen>\u27e8/gen> <ge <cop </co </progra</gen></program>"]
     bad = [f'<program><copy lines="0-{n}"/></program>', f'<program><copy lines="1-{n + 1}"/></program>',
            '<program><copy lines="01-1"/></program>', "<program><gen>a</gen>",
            "<program><gen><gen></gen></program>", "<program><gen></program></gen></program>",
            "<program><gen><copy</gen></program>", '<program><copy lines="1-1"></program>',
-           "<program> </program>", "<program></program>\n"]
+           "<program> </program>", "<program></program>\n", "<program><gen></gen><gen>a<b </gen></program>",
+           f'<program><copy lines="1-1"/><gen>a</gen><gen>b</gen></program>']
     assert [assert_agree(t, n, "lines") for t in ok] == [True] * len(ok)
     assert [assert_agree(t, n, "lines") for t in bad] == [False] * len(bad)
 
@@ -157,7 +160,8 @@ def from_lark_terminals(n: int, granularity: str) -> str:
     terms = {t.name: t.pattern for t in parser.terminals}
     index = terms["LINE" if granularity == "lines" else "TOKEN"].to_regexp()
     gen = terms["GEN"].to_regexp()
-    return (f'<program>(?:<copy {granularity}="(?:{index})-(?:{index})"/>|{gen})*</program>')
+    copy = f'<copy {granularity}="(?:{index})-(?:{index})"/>'
+    return f"<program>(?:{gen})?(?:{copy}(?:{gen})?)*</program>"
 
 
 @pytest.mark.parametrize("n,granularity", [(1, "lines"), (10, "lines"), (137, "lines"), (12, "tokens")])

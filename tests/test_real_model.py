@@ -103,6 +103,14 @@ def test_the_guards_stop_the_base_model_early(real_model):
         assert guarded.stats.stop_reason in ("max_gen_tokens", "max_new_tokens")
 
 
+def test_an_empty_file_ends_in_a_complete_program(real_model):
+    # SmolLM2 wrote <gen>\n</gen> again and again here until --max-new-tokens: a program
+    # holds no two gens in a row, so after its gen it must copy the one line or close.
+    result = CaDGenerator(real_model("smollm2-135m"), "", max_new_tokens=256).run("Add the line # hi")
+    assert result.complete and result.stats.stop_reason != "max_new_tokens"
+    assert len(result.ops) <= 3 and result.document is not None
+
+
 def test_regeneration_uses_the_plain_prompt_and_ends_by_itself(real_model):
     example = load_example("demo_real_edit.json")
     model = real_model("smollm2-135m-regen")

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cad_outlines.language.program import Copy, CopyTokens, Gen, parse, render
-from cad_outlines.language.resolver import ResolveError, ResolveWarning, gen_body, resolve
+from cad_outlines.language.program import Copy, CopyTokens, Gen, ProgramParseError, parse, render
+from cad_outlines.language.resolver import ResolveError, ResolveWarning, gen_body, join_gens, resolve
 from cad_outlines.language.syntax import copy_lines, open_ended, split_lines
 
 DOC = "a\nb\nc\nd\n"  # lines: "a", "b", "c", "d", "" (n = 5)
@@ -228,3 +228,41 @@ def test_a_document_without_a_final_newline_has_an_open_end():
 def test_copying_every_copy_line_or_every_text_line_gives_the_document_back(doc):
     assert resolve([Copy(1, len(copy_lines(doc)))], doc) == doc
     assert resolve([Copy(1, len(split_lines(doc)))], doc) == doc
+
+
+_gen_texts = st.text(alphabet="ab\n", max_size=6)
+_line_ops = st.lists(st.one_of(st.builds(Gen, _gen_texts),
+                               st.builds(lambda i, k: Copy(i, min(i + k, 6)), st.integers(1, 6), st.integers(0, 4))),
+                     max_size=7)
+
+
+@given(_line_ops)
+def test_join_gens_keeps_what_a_line_program_writes(ops):
+    joined = join_gens(ops)
+    assert not any(isinstance(a, Gen) and isinstance(b, Gen) for a, b in zip(joined, joined[1:]))
+    assert resolve(joined, "a\nb\n\nc\nd\n") == resolve(ops, "a\nb\n\nc\nd\n")  # 6 lines
+    assert parse(render(joined)) == joined  # program text again
+    assert join_gens(joined) == joined
+
+
+@given(st.lists(st.one_of(st.builds(Gen, _gen_texts),
+                          st.builds(lambda i, k: CopyTokens(i, min(i + k, 3)), st.integers(0, 3),
+                                    st.integers(0, 2))), max_size=7))
+def test_join_gens_keeps_what_a_token_program_writes(ops):
+    pieces = [b"ab", b"\n", b"c", b"d\n"]
+    joined = join_gens(ops, "tokens")
+    assert len([op for op in joined if not isinstance(op, Gen)]) == len(
+        [op for op in ops if not isinstance(op, Gen)])
+    assert (resolve(joined, "ab\ncd\n", token_pieces=pieces)
+            == resolve(ops, "ab\ncd\n", token_pieces=pieces))
+
+
+def test_program_text_holds_no_two_gens_in_a_row():
+    with pytest.raises(ValueError, match="ops 1 and 2 are both gens"):
+        render([Copy(1, 1), Gen("a"), Gen("b")])
+    with pytest.raises(ProgramParseError, match="two gens in a row") as err:
+        parse("<program><gen>a</gen><gen>b</gen></program>")
+    assert err.value.offset == len("<program><gen>a</gen>")
+    # one gen holds both; a copy between them is a program
+    assert join_gens([Gen("\na\n"), Gen("")]) == [Gen("\na\n\n")]
+    assert parse('<program><gen>a</gen><copy lines="1-1"/><gen>b</gen></program>')[2] == Gen("b")

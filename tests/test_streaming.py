@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from cad_outlines.language import program
 from cad_outlines.language.syntax import ESCAPE_CHAR, copy_lines, crlf, open_ended, with_crlf
 from cad_outlines.language.program import Copy, CopyTokens, Gen
-from cad_outlines.language.resolver import ResolveError, resolve
+from cad_outlines.language.resolver import ResolveError, join_gens, resolve
 from cad_outlines.decoding.streaming import DocumentStream
 
 _ALPHABET = st.sampled_from(["a", " ", "\n", "\r", "<", "/", ">", "gen", "</gen>", "<copy",
@@ -43,7 +43,7 @@ def _line_case(draw, carriage_returns: bool = True):
     document = "\n".join(lines)  # ends in "\n" when the last line drawn is empty, else open-ended
     n = len(copy_lines(document))
     copies = st.tuples(st.integers(1, n), st.integers(1, n)).map(lambda p: Copy(min(p), max(p)))
-    ops = draw(st.lists(st.one_of(copies, _TEXT.map(Gen)), max_size=6))
+    ops = join_gens(draw(st.lists(st.one_of(copies, _TEXT.map(Gen)), max_size=6)))
     return document, ops
 
 
@@ -57,7 +57,7 @@ def _token_case(draw):
     pieces = [data[a:b] for a, b in zip(bounds, bounds[1:])]
     t = len(pieces)
     copies = st.tuples(st.integers(0, t - 1), st.integers(0, t - 1)).map(lambda p: CopyTokens(min(p), max(p)))
-    ops = draw(st.lists(st.one_of(copies, _TEXT.map(Gen)), max_size=6))
+    ops = join_gens(draw(st.lists(st.one_of(copies, _TEXT.map(Gen)), max_size=6)), "tokens")
     return document, pieces, ops
 
 

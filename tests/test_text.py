@@ -50,6 +50,8 @@ VARIANTS = [
      '<copy lines="4-5"/></program>', GOLD, False),
     ("empty self-closed gen", '<program><copy lines="1-2"/><gen/><copy lines="4-5"/></program>',
      "import os\ndef f(x):\n\nprint(f(1))\n", True),
+    ("two gens in a row", '<program><copy lines="1-2"/><gen>\n    return x\n</gen><gen>    + 1</gen>'
+     '<copy lines="4-5"/></program>', "import os\ndef f(x):\n    return x\n    + 1\nprint(f(1))\n", True),
     ("delete by not copying", '<program><copy lines="1-2"/><copy lines="4-5"/></program>',
      "import os\ndef f(x):\nprint(f(1))\n", False),
     ("empty program", "<program></program>", "", False),

@@ -170,11 +170,14 @@ def tag_shape(model: Any, n_lines: int = 300, copy: tuple[int, int] = (120, 245)
 
     Two forced programs on an ``n_lines`` document are run through a
     :class:`CountingRunner` (``splice=False`` so that forward widths are
-    ``1 + forced run``): gen, copy, gen and gen, gen; the differences are the tag's.
+    ``1 + forced run``): gen, copy, last line, gen and gen, last line, gen; the
+    differences are the tag's, written after a gen as in most programs (a program
+    never holds two gens in a row, so the last line's copy keeps the two apart).
     """
     doc = "\n".join(f"line {k} = {k} * 2" for k in range(1, n_lines + 1))
-    with_copy: list[Op] = [Gen("\nx = 1\n"), Copy(*copy), Gen("\ny = 2\n")]
-    without: list[Op] = [Gen("\nx = 1\n"), Gen("\ny = 2\n")]
+    last = Copy(n_lines, n_lines)
+    with_copy: list[Op] = [Gen("\nx = 1\n"), Copy(*copy), last, Gen("\ny = 2\n")]
+    without: list[Op] = [Gen("\nx = 1\n"), last, Gen("\ny = 2\n")]
     counts = []
     for ops in (with_copy, without):
         gen, runner = counting_generator(model, doc, splice=False)

@@ -83,6 +83,9 @@ def parse(text: str, granularity: Granularity = "lines") -> list[Op]:
             raise ProgramParseError("unexpected end of program", len(text), expected) from None
         offset = err.pos_in_stream
         found = text[offset:offset + 12]
+        if text.startswith(GEN_OPEN, offset) and text.endswith(GEN_CLOSE, 0, offset):
+            raise ProgramParseError(f"unexpected {found!r}: two gens in a row (write "
+                                    "their lines in one gen)", offset, expected) from None
         raise ProgramParseError(f"unexpected {found!r}", offset, expected) from None
     copy_cls = Copy if granularity == "lines" else CopyTokens
     ops: list[Op] = []
@@ -142,7 +145,15 @@ def render_op(op: Op) -> str:
 
 
 def render(ops: Sequence[Op]) -> str:
-    """Render ops to canonical program text; ``parse(render(ops)) == ops``."""
+    """Render ops to canonical program text; ``parse(render(ops)) == ops``.
+
+    Raises ``ValueError`` on two gens in a row, which program text cannot hold
+    (:func:`cad_outlines.language.resolver.join_gens` joins them).
+    """
+    for k in range(1, len(ops)):
+        if isinstance(ops[k], Gen) and isinstance(ops[k - 1], Gen):
+            raise ValueError(f"ops {k - 1} and {k} are both gens; a program holds one gen "
+                             "between copies (join them with join_gens)")
     return PROGRAM_OPEN + "".join(render_op(op) for op in ops) + PROGRAM_CLOSE
 
 

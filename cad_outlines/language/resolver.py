@@ -84,6 +84,25 @@ def gen_text_for_lines(lines: Sequence[str]) -> str:
     return "\n" + "\n".join(lines) + "\n"
 
 
+def join_gens(ops: Sequence[Op], granularity: Literal["lines", "tokens"] = "lines") -> list[Op]:
+    """``ops`` with every run of adjacent gens joined into one gen that emits the same text.
+
+    Program text never holds two gens in a row (the grammar's start rule); ops read
+    leniently from a reply, or built by hand, may. In a line program the joined gen
+    holds the runs' lines (:func:`gen_text_for_lines`), in a token program their text.
+    """
+    out: list[Op] = []
+    for op in ops:
+        if isinstance(op, Gen) and out and isinstance(out[-1], Gen):
+            before = out[-1].text
+            text = (before + op.text if granularity == "tokens"
+                    else gen_text_for_lines([gen_body(before), gen_body(op.text)]))
+            out[-1] = Gen(text)
+        else:
+            out.append(op)
+    return out
+
+
 def resolve(
     ops: Sequence[Op],
     document: str,

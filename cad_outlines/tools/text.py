@@ -25,6 +25,8 @@ in :attr:`AppliedReply.repairs`:
   ``line=`` for ``lines=``, an en or em dash or ``..`` for ``-``, one number for a
   one-line range (``lines="4"``);
 * ``<gen/>`` (empty new text) and ``<gen >``;
+* two gens in a row, read as one gen holding the lines of both (program text never
+  holds two: :func:`~cad_outlines.language.resolver.join_gens`);
 * a missing ``</program>`` when the ops are complete where the reply (or its fenced
   block) ends, or where prose starts after the last op.
 
@@ -48,7 +50,7 @@ from typing import Literal
 from ..language import escape, program
 from ..adapters._view import format_statement, number_lines, user_content
 from ..language.program import Copy, Gen, Op
-from ..language.resolver import ResolveError, ResolveWarning, resolve
+from ..language.resolver import ResolveError, ResolveWarning, join_gens, resolve
 # The reply errors live in cad_outlines.errors; re-exported here, their old home.
 from ..errors import (AmbiguousReplyError, CopyRangeError, MalformedProgramError, NoProgramError,  # noqa: F401
                       ReplyError)
@@ -219,8 +221,13 @@ def read_program(reply: str, start: int, limit: int, *, lenient: bool = True
                                         + copy_tag("lines", "i", "j"), pos)
         gen = _GEN_OPEN_RE.match(reply, pos)
         if gen:
+            at = pos
             op, pos = _gen_op(gen, reply, limit, repairs, lenient)
-            ops.append(op)
+            if ops and isinstance(ops[-1], Gen):
+                _repair(repairs, lenient, "joined two gens in a row into one", at)
+                ops[-1:] = join_gens([ops[-1], op])
+            else:
+                ops.append(op)
             continue
         if ops and _CLOSE_RE.search(reply, pos, limit) is None:
             # Prose after complete ops and no </program> anywhere after them.
