@@ -221,10 +221,9 @@ def read_program(reply: str, start: int, limit: int, *, lenient: bool = True
                                         + copy_tag("lines", "i", "j"), pos)
         gen = _GEN_OPEN_RE.match(reply, pos)
         if gen:
-            at = pos
             op, pos = _gen_op(gen, reply, limit, repairs, lenient)
             if ops and isinstance(ops[-1], Gen):
-                _repair(repairs, lenient, "joined two gens in a row into one", at)
+                _repair(repairs, lenient, "joined two gens in a row into one", gen.start())
                 ops[-1:] = join_gens([ops[-1], op])
             else:
                 ops.append(op)
