@@ -213,6 +213,15 @@ def add_model_source(p: argparse.ArgumentParser, random_use: str) -> None:
                              f"random-weight one ({random_use})")
 
 
+def add_forward_cost(p: argparse.ArgumentParser) -> None:
+    """``--forward-cost COST.json|auto`` (transformers on a CPU: drafts cut to what pays)."""
+    p.add_argument("--forward-cost", metavar="COST.json|auto", default=None,
+                   help="the machine's forward cost by width, which cuts each draft to what pays for "
+                        "the width it adds (worth it on a CPU): auto measures it once per machine and "
+                        "model and caches it (a minute for a 0.5B model), or a `bench kernel` JSON or "
+                        "a saved ForwardCost; default: drafts go whole")
+
+
 def add_sampling_args(p: argparse.ArgumentParser) -> None:
     """``--temperature`` (0: greedy), ``--top-p`` and ``--seed``, checked at parse time."""
     p.add_argument("--temperature", type=temperature, default=0.0, metavar="T",

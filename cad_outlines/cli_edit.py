@@ -11,8 +11,9 @@ import os
 import sys
 from typing import Any
 
-from cad_outlines.arguments import (CommandTable, int_range, HelpFormatter, UsageError, add_device_args, add_model_source,
-                                    add_sampling_args, add_verbosity, floor, positive, read_input, write_stdout)
+from cad_outlines.arguments import (CommandTable, int_range, HelpFormatter, UsageError, add_device_args,
+                                    add_forward_cost, add_model_source, add_sampling_args, add_verbosity, floor,
+                                    positive, read_input, write_stdout)
 from cad_outlines.arguments import status as _status
 from cad_outlines.decoding.defaults import DEFAULT_MAX_NEW_TOKENS
 from cad_outlines.errors import EXIT_MODEL, EXIT_OK
@@ -168,10 +169,7 @@ def _add_edit(sub: argparse._SubParsersAction) -> None:
                         "its next token at least P; the model overrules it only where it is that sure. "
                         "model (default): the floor recorded with the model (qwen2.5-coder-0.5b has one; "
                         "others none); off: the merge only drafts, the model chooses")
-    p.add_argument("--forward-cost", metavar="COST.json", default=None,
-                   help="the machine's forward cost by width: a `bench kernel` JSON or a saved "
-                        "ForwardCost; drafts are cut to what pays for their width (worth it on "
-                        "a CPU; default: drafts go whole)")
+    add_forward_cost(p)
     add_device_args(p)
     serving = p.add_argument_group(
         "vLLM", "--engine vllm edits all FILEs at once on one vLLM engine (continuous batching, "
@@ -333,6 +331,7 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prefix-cache", action="store_true",
                    help="reuse the KV of the prompt prefix an edit shares with the previous one "
                         "(faster; answers then equal a fresh run's only up to float rounding)")
+    add_forward_cost(p)
     add_device_args(p)
     add_verbosity(p)
     p.set_defaults(func=_run_serve)
@@ -352,17 +351,19 @@ def _run_serve(args: argparse.Namespace) -> int:
         raise UsageError("--max-model-len and --kv-cache-gib are for --engine vllm")
     if args.kv_cache_gib is not None and not args.kv_cache_gib > 0:
         raise UsageError(f"--kv-cache-gib must be > 0, got {args.kv_cache_gib}")
+    forward_cost = None
     if args.engine == "vllm":
         if not args.model or not os.path.isdir(args.model):
             raise UsageError("--engine vllm serves a model folder: give --model DIR")
         model: Any = args.model
     else:
-        from cad_outlines.tools.edit import load_model
+        from cad_outlines.tools.edit import load_model_and_cost
 
-        model = load_model(preset=args.preset, model=args.model, device=args.device, dtype=args.dtype,
-                           status=lambda m: _status(args, m))
+        model, forward_cost = load_model_and_cost(preset=args.preset, model=args.model, device=args.device,
+                                                  dtype=args.dtype, forward_cost=args.forward_cost,
+                                                  status=lambda m: _status(args, m))
     return serve(model, model_id(args.preset, args.model), host=args.host, port=args.port,
                  api_key=args.api_key, max_queue=args.max_queue, max_tokens=args.max_tokens,
                  prefix_cache=args.prefix_cache, engine=args.engine,
                  engine_args=_vllm_engine_args(args) if args.engine == "vllm" else None,
-                 follow_prediction=args.follow_prediction)
+                 follow_prediction=args.follow_prediction, forward_cost=forward_cost)

@@ -226,6 +226,12 @@ def test_e2e_pools_six_runs_on_tiny_qwen(tiny_model):
     assert report["kernel"]["prefix"] == 32 and report["kernel"]["n"] == [1, 2, 3, 4, 5, 6, 7, 8]
     # the curve read as measured runs beside the calibrated one, with the same output
     assert all(c["runs"]["cad_fixedcost"]["exact"] for c in report["cases"])
+    # and the curve `--forward-cost auto` measures, which the kernel record carries
+    from cad_outlines.tools.calibration import WIDTHS
+
+    assert tuple(report["kernel"]["auto_forward_cost"]["widths"]) == WIDTHS
+    assert all(c["runs"]["cad_auto"]["exact"] for c in report["cases"])
+    assert "`--forward-cost auto`" in format_e2e(report)
     # warm: only what follows each prompt's constant head is prefilled
     head = len(get_adapter(tiny_model("tiny-qwen").hf_tokenizer).constant_ids(plain=True))
     for case in report["cases"]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import InputError, MissingDependencyError
+from ..tools.calibration import cpu_model
 
 _PACKAGES = ("torch", "transformers", "outlines", "outlines_core", "llguidance", "tokenizers",
              "numpy", "matplotlib")
@@ -31,7 +32,7 @@ def environment(**extra: Any) -> dict[str, Any]:
         "date_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cpus": os.cpu_count(),
         "loadavg_1_5_15": _loadavg(),
         "git_commit": _git_commit(),
@@ -125,16 +126,6 @@ def percentile(values: list[float], q: float) -> float:
     import numpy as np
 
     return float(np.percentile(values, q)) if values else 0.0
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "?"
 
 
 def _loadavg() -> list[float] | None:

@@ -19,6 +19,10 @@ Every case of the corpus is decoded, with the same model in the same process, si
     cut to what pays for its width on this machine.
 ``cad_uncosted``
     The same with ``forward_cost=None`` (every draft whole, the library default).
+``cad_auto``
+    The same with the curve ``--forward-cost auto`` measures (widths 1-17, 32, 64, 128
+    after a 256-token cache; the kernel record's ``auto_forward_cost``), calibrated online:
+    what a user on a CPU gets without running ``bench kernel``.
 ``cad_fixedcost``
     The same with the kernel curve read as measured (``online=False``): ``cad``'s curve is
     rescaled during each run by the run's own forwards (``DraftBudget.observe``).
@@ -40,7 +44,7 @@ Every case of the corpus is decoded, with the same model in the same process, si
     every verify forward runs (:mod:`.pld`). Its prompt is the plain one (instruction and
     the document verbatim: no format statement, no line numbers).
 
-``E2EConfig.skip`` leaves out ablation runs (``cad_uncosted``, ``cad_nodraft``, ``cad_nosplice``,
+``E2EConfig.skip`` leaves out ablation runs (``cad_uncosted``, ``cad_auto``, ``cad_nodraft``, ``cad_nosplice``,
 ``cad_plain``, ``outlines``) to shorten a run; ``regen`` and ``cad`` always run.
 
 Every CaD run (and Outlines) uses the prompt of :attr:`E2EConfig.prompt_style`.
@@ -96,13 +100,13 @@ from .pld import PLDSetting, plain_prompt_ids, run_pld
 __all__ = ["E2EConfig", "ForcingProcessor", "build_model", "kernel_config", "report_from_checkpoint",
            "run_e2e", "select_cases"]
 
-RUNS = ("regen", "outlines", "cad", "cad_uncosted", "cad_fixedcost", "cad_nodraft", "cad_notrees", "cad_nosplice",
+RUNS = ("regen", "outlines", "cad", "cad_uncosted", "cad_auto", "cad_fixedcost", "cad_nodraft", "cad_notrees", "cad_nosplice",
         "cad_plain")
 #: The runs ``E2EConfig.skip`` may leave out.
 #: The counts behind "forwards by what they followed", summed per CaD run.
 FORWARD_KINDS = ("forward_passes", "splice_forwards", "index_forwards", "body_forwards", "operations",
                  "draft_alternatives")
-OPTIONAL_RUNS = ("outlines", "cad_uncosted", "cad_fixedcost", "cad_nodraft", "cad_notrees", "cad_nosplice", "cad_plain")
+OPTIONAL_RUNS = ("outlines", "cad_uncosted", "cad_auto", "cad_fixedcost", "cad_nodraft", "cad_notrees", "cad_nosplice", "cad_plain")
 
 
 @dataclass(frozen=True)
@@ -206,9 +210,11 @@ SIBLING_INSTRUCTION = "Fix the typo."
 def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs: Any,
              pld: Sequence[str] = (), skip: Sequence[str] = (),
              forward_cost: ForwardCost | None = None, style: str = "full",
-             warm: Optional[dict[str, WarmPrefill]] = None) -> dict[str, Any]:
+             warm: Optional[dict[str, WarmPrefill]] = None,
+             auto_cost: ForwardCost | None = None) -> dict[str, Any]:
     """The runs of one case (all of :data:`RUNS` but ``skip``, then one per ``pld``
-    setting), its ceiling figures and bounds. ``forward_cost`` is the ``cad`` run's;
+    setting), its ceiling figures and bounds. ``forward_cost`` is the ``cad`` run's,
+    ``auto_cost`` the ``cad_auto`` run's (none without it);
     ``style`` the CaD prompt's; ``warm`` (``"cad"`` and ``"plain"``) times the warm prefills.
 
     Raises
@@ -238,6 +244,8 @@ def run_case(model: Any, case: Case, instruction: str, curve: KernelCurve, costs
                  "cad_plain": {"splice": False, "fast_forward": False, "draft_tags": False}}
     if forward_cost is not None:
         ablations = {"cad_fixedcost": {"forward_cost": replace(forward_cost, online=False)}, **ablations}
+    if auto_cost is not None:
+        ablations = {"cad_auto": {"forward_cost": auto_cost}, **ablations}
     for name, options in ablations.items():
         if name not in skip:
             runs[name] = _cad_run(model, case, instruction, ops, budget, prompt_style=style, **options)
@@ -317,6 +325,8 @@ def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
         curve = kernel.curve("keep1")
         cpu_curve, cpu_tau = _cpu_kernel(kernel_record)
         forward_cost = forward_cost_of(kernel_record)
+        auto_cost = (ForwardCost.from_dict(kernel_record["auto_forward_cost"])
+                     if "auto_forward_cost" in kernel_record else None)  # older records have none
         adapter = CaDGenerator(model, chosen[0].doc).adapter
         # The constant heads, prefilled once for the whole run (the warm columns).
         warm = {"cad": WarmPrefill(model.model, adapter.constant_ids(style=cfg.prompt_style)),
@@ -324,7 +334,8 @@ def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
         # Warm-up: every path once on a 4-line edit (first-call costs of transformers'
         # generate, Outlines' processor and our loop are not the cases' to pay).
         run_case(model, Case("warm-up", "a = 1\nb = 2\nc = 3\n", "a = 1\nb = 5\nc = 3\n"),
-                 cfg.instruction, curve, kernel.costs, cfg.pld, cfg.skip, forward_cost, cfg.prompt_style, warm)
+                 cfg.instruction, curve, kernel.costs, cfg.pld, cfg.skip, forward_cost, cfg.prompt_style, warm,
+                 auto_cost)
         results, failures, resumed = [], [], 0
         log = None if checkpoint is None else RecordLog(checkpoint, checkpoint_settings(cfg, chosen, kernel_record),
                                                         key=lambda record: record["id"])
@@ -336,7 +347,7 @@ def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
             else:
                 try:
                     record = run_case(model, case, cfg.instruction, curve, kernel.costs, cfg.pld, cfg.skip,
-                                      forward_cost, cfg.prompt_style, warm)
+                                      forward_cost, cfg.prompt_style, warm, auto_cost)
                 except Exception as err:  # a case that fails is reported, not hidden
                     record = {"id": case.id, "error": f"{type(err).__name__}: {err}"}
                 if log is not None:

@@ -17,6 +17,7 @@ _LABELS = {
     "outlines": "Outlines Generator + CFG, forced (b)",
     "cad": "**CaD** (drafts cut by the run's kernel curve, calibrated online)",
     "cad_uncosted": "CaD, drafts whole (library default)",
+    "cad_auto": "CaD, drafts cut by `--forward-cost auto`'s curve, calibrated online",
     "cad_fixedcost": "CaD, drafts cut by the kernel curve read as measured (not calibrated online)",
     "cad_nodraft": "CaD draft_tags=False",
     "cad_notrees": "CaD, drafts whole, draft_trees=False",
@@ -64,7 +65,7 @@ def format_e2e(report: dict[str, Any], name: str = "") -> str:
     """Markdown tables: per case, pooled (generation-only and prompt-included), gap
     breakdown, prompt cost, loop overhead."""
     names = list(report["cases"][0]["runs"]) if report["cases"] else []
-    short = {"regen": "regen", "outlines": "outlines", "cad": "cad", "cad_uncosted": "uncosted",
+    short = {"regen": "regen", "outlines": "outlines", "cad": "cad", "cad_uncosted": "uncosted", "cad_auto": "auto",
              "cad_fixedcost": "fixed-cost", "cad_nodraft": "no-draft", "cad_notrees": "no-trees",
              "cad_nosplice": "no-splice", "cad_plain": "plain"}
     heads = [short.get(n, n.replace("pld_", "PLD ")) + " s" for n in names]

@@ -43,6 +43,7 @@ from ..language.syntax import COPY_START, GEN_OPEN, PROGRAM_CLOSE
 from ..decoding.drafting import ForwardCost
 from ..decoding.runner import BatchRunner
 from ..decoding.forcing import forced_ids
+from ..tools.calibration import measure_forward_cost
 from . import _common
 from ._loop import tag_shape
 from .bounds import KERNEL_KIND, FixedCosts, KernelCurve, m_star, m_star_exact
@@ -240,6 +241,8 @@ def measure_kernel(model: Any, cfg: KernelConfig, progress: bool = True) -> dict
         "env": _common.environment(threads=cfg.threads),
     }
     record["forward_cost"] = forward_cost_of(record).to_dict()
+    # what `--forward-cost auto` measures on this machine (bench e2e's cad_auto row)
+    record["auto_forward_cost"] = measure_forward_cost(model.model).to_dict()
     return record
 
 

@@ -105,12 +105,17 @@ class Engine:
         overrules only where it gives the merge's token less than this
         (:class:`~cad_outlines.decoding.options.LoopSwitches`). ``None``: it only drafts;
         ``"model"`` (the default): the floor recorded with the model, if any.
+    forward_cost
+        The machine's :class:`~cad_outlines.decoding.drafting.ForwardCost`: each draft cut
+        to what pays for the width it adds (worth it on a CPU); ``None``: drafts go whole.
     """
 
     def __init__(self, model: Any, model_id: str, *, max_queue: int = 32, max_tokens: int = 2048,
-                 prefix_cache: bool = False, follow_prediction: float | str | None = MODEL_FLOOR):
+                 prefix_cache: bool = False, follow_prediction: float | str | None = MODEL_FLOOR,
+                 forward_cost: Any = None):
         self.model, self.model_id = model, model_id
-        self.loop = LoopSwitches(follow_prediction=follow_prediction)  # checked here, before serving
+        # checked here, before serving
+        self.loop = LoopSwitches(follow_prediction=follow_prediction, forward_cost=forward_cost)
         self.max_queue, self.max_tokens = max_queue, max_tokens
         self.adapter = get_adapter(model.hf_tokenizer)
         self.runner = TransformersRunner(model.model, prefix_cache=prefix_cache)

@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from ..decoding.defaults import MODEL_FLOOR, check_engine_floor
 from ..errors import InputError, MissingDependencyError
+from ..tools.calibration import NO_COST_ON_VLLM
 
 #: How long a graceful shutdown (SIGTERM, Ctrl-C) waits for requests in flight before it
 #: cancels them (their decodes stop at the next step).
@@ -41,11 +42,14 @@ def bind(host: str, port: int) -> socket.socket:
 def serve(model: Any, name: str, *, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
           max_queue: int = 32, max_tokens: int = 2048, prefix_cache: bool = False,
           announce: Callable[[str], None] | None = None, engine: str = "transformers",
-          engine_args: dict[str, Any] | None = None, follow_prediction: float | str | None = MODEL_FLOOR) -> int:
+          engine_args: dict[str, Any] | None = None, follow_prediction: float | str | None = MODEL_FLOOR,
+          forward_cost: Any = None) -> int:
     """Serve ``model`` as ``name`` until SIGTERM or Ctrl-C: an Outlines transformers model
     (``engine="transformers"``), or a model folder run by vLLM (``engine="vllm"``, with
     ``engine_args`` for its engine). ``follow_prediction`` (transformers only): apply-form
-    snippets' merges as a prior (:class:`~cad_outlines.server.engine.Engine`).
+    snippets' merges as a prior, ``forward_cost`` (transformers only): the machine's
+    :class:`~cad_outlines.decoding.drafting.ForwardCost` that cuts drafts to what pays
+    (:class:`~cad_outlines.server.engine.Engine`).
 
     Prints ``serving NAME at http://HOST:PORT/v1`` on stdout once the socket listens (with
     ``port=0`` that is how a caller learns the port). Returns 0 after a graceful shutdown.
@@ -58,6 +62,8 @@ def serve(model: Any, name: str, *, host: str = "127.0.0.1", port: int = 8000, a
     from .app import create_app
 
     check_engine_floor(engine, follow_prediction)
+    if engine == "vllm" and forward_cost is not None:
+        raise InputError(NO_COST_ON_VLLM)
     if engine == "vllm":
         from .vllm_engine import VLLMEngine
 
@@ -66,7 +72,7 @@ def serve(model: Any, name: str, *, host: str = "127.0.0.1", port: int = 8000, a
         from .engine import Engine
 
         backend = Engine(model, name, max_queue=max_queue, max_tokens=max_tokens, prefix_cache=prefix_cache,
-                         follow_prediction=follow_prediction)
+                         follow_prediction=follow_prediction, forward_cost=forward_cost)
     app = create_app(backend, api_key=api_key)
     sock = bind(host, port)
     shown = f"[{host}]" if ":" in host else host

@@ -16,10 +16,11 @@ from typing import Any, Callable, Iterable, Iterator
 from ..decoding.defaults import DEFAULT_MAX_NEW_TOKENS, MODEL_FLOOR, check_engine_floor, explicit_floor
 from ..errors import InputError
 from ..language.program import repeated_lines
+from .calibration import AUTO, NO_COST_ON_VLLM, forward_cost_for, load_forward_cost
 from .diffs import line_summary
 
 __all__ = ["EditJob", "EditOptions", "EditOutcome", "check_forced", "edit_with_transformers", "edit_with_vllm",
-           "judge", "load_forward_cost", "load_model", "run_edit"]
+           "judge", "load_model", "load_model_and_cost", "run_edit"]
 
 Status = Callable[[str], None]
 
@@ -48,7 +49,9 @@ class EditJob:
     """One ``edit`` run: the files, the instruction, the model and how to decode them.
 
     ``force_program`` and ``forward_cost_file`` are paths, read (and checked) by
-    :func:`run_edit` before the model loads; the cost curve becomes ``options.forward_cost``.
+    :func:`run_edit` before the model loads; the cost curve becomes ``options.forward_cost``
+    (``forward_cost_file="auto"``: this machine's curve for the model, measured once and
+    cached, :mod:`.calibration`).
     """
 
     documents: dict[str, str]  # file name -> its text
@@ -60,13 +63,9 @@ class EditJob:
     device: str = "cpu"
     dtype: str = "float32"
     force_program: str | None = None  # a program file to teacher-force (tests, benchmarks)
-    forward_cost_file: str | None = None  # transformers: drafts cut to what pays for their width
+    forward_cost_file: str | None = None  # transformers: drafts cut to what pays for their width ("auto")
     engine_args: dict[str, Any] = field(default_factory=dict)  # vLLM's engine arguments
     update: str | None = None  # ``--update``'s snippet (the instruction carries it): its merge drafts
-
-
-#: Both engine branches refuse a cost curve on vLLM with this message.
-_NO_COST_ON_VLLM = "--forward-cost is for --engine transformers (vLLM drafts nothing)"
 
 
 def run_edit(job: EditJob, *, progress: bool = False, status: Status = _quiet) -> Iterable[EditOutcome]:
@@ -82,20 +81,19 @@ def run_edit(job: EditJob, *, progress: bool = False, status: Status = _quiet) -
             raise InputError("--engine vllm needs --model DIR (a model folder vLLM loads; "
                              "cad_outlines.tools.models.save writes one from a preset)")
         if job.forward_cost_file:
-            raise InputError(_NO_COST_ON_VLLM)
+            raise InputError(NO_COST_ON_VLLM)
     if explicit_floor(job.options.follow_prediction) and job.update is None:
         raise InputError("--follow-prediction needs --update (the snippet whose merge it follows)")
     granularity = job.options.granularity
     forced = (check_forced(job.force_program, _read(job.force_program), job.documents, granularity)
               if job.force_program else None)
-    options = job.options
-    if job.forward_cost_file:
-        options = dataclasses.replace(options, forward_cost=load_forward_cost(job.forward_cost_file))
     if job.engine == "vllm":
         assert job.model is not None
-        return edit_with_vllm(job.model, job.documents, job.instruction, options, forced=forced,
+        return edit_with_vllm(job.model, job.documents, job.instruction, job.options, forced=forced,
                               engine_args=job.engine_args, progress=progress, status=status)
-    model = load_model(preset=job.preset, model=job.model, device=job.device, dtype=job.dtype, status=status)
+    model, cost = load_model_and_cost(preset=job.preset, model=job.model, device=job.device, dtype=job.dtype,
+                                      forward_cost=job.forward_cost_file, status=status)
+    options = dataclasses.replace(job.options, forward_cost=cost) if cost is not None else job.options
     return edit_with_transformers(model, job.documents, job.instruction, options, forced=forced,
                                   progress=progress, update=job.update)
 
@@ -188,17 +186,6 @@ def check_forced(path: str, text: str, documents: dict[str, str], granularity: s
     return program.text
 
 
-def load_forward_cost(path: str) -> Any:
-    """A cost curve file (``bench kernel`` record or saved ``ForwardCost``), or an input error."""
-    from ..decoding.drafting import ForwardCost
-
-    try:
-        return ForwardCost.load(path)
-    except (KeyError, TypeError, ValueError) as err:
-        raise InputError(f"--forward-cost {path}: not a bench kernel record or a saved ForwardCost "
-                         f"({type(err).__name__}: {err})") from None
-
-
 def load_model(*, preset: str | None, model: str | None, device: str = "cpu", dtype: str = "float32",
                status: Status = _quiet) -> Any:
     """The Outlines model of a preset, a local folder or a ``.gguf`` file."""
@@ -216,6 +203,18 @@ def load_model(*, preset: str | None, model: str | None, device: str = "cpu", dt
     else:
         status(f"loading {model} ...")
     return models.load_folder(model, device=device, dtype=dtype)
+
+
+def load_model_and_cost(*, preset: str | None, model: str | None, device: str = "cpu", dtype: str = "float32",
+                        forward_cost: str | None = None, status: Status = _quiet) -> tuple[Any, Any]:
+    """:func:`load_model` and the curve ``--forward-cost`` names (``None`` without one): a
+    file is read before the model loads (a bad one fails first), ``"auto"`` is this
+    machine's curve for the model, read from the cache or measured once after it loads."""
+    cost = load_forward_cost(forward_cost) if forward_cost and forward_cost != AUTO else None
+    loaded = load_model(preset=preset, model=model, device=device, dtype=dtype, status=status)
+    if forward_cost == AUTO:
+        cost = forward_cost_for(AUTO, loaded.model, status)
+    return loaded, cost
 
 
 def edit_with_transformers(model: Any, documents: dict[str, str], instruction: str, options: EditOptions, *,
@@ -264,7 +263,7 @@ def edit_with_vllm(model_dir: str, documents: dict[str, str], instruction: str, 
         raise InputError(f"--model {model_dir}: directory does not exist (pass a local folder "
                          "vLLM can load; nothing is downloaded)")
     if options.forward_cost is not None:
-        raise InputError(_NO_COST_ON_VLLM)
+        raise InputError(NO_COST_ON_VLLM)
     try:
         from ..engines import vllm as cad_vllm
     except ImportError as err:  # vLLM is optional; its message names the extra to install
