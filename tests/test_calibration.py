@@ -116,3 +116,16 @@ def test_the_server_engine_decodes_with_the_curve(tiny_model):
         engine.close()
     with pytest.raises(InputError, match="--forward-cost is for --engine transformers"):
         serve("folder", "m", engine="vllm", forward_cost=curve)
+
+
+def test_serve_refuses_a_bad_curve_file_before_loading(tmp_path, capsys, monkeypatch):
+    from cad_outlines.tools import edit as edit_tools
+
+    def no_loading(**_kwargs):
+        raise AssertionError("the model loaded before the curve file was checked")
+
+    monkeypatch.setattr(edit_tools, "load_model", no_loading)
+    assert main(["serve", "--preset", "tiny-qwen", "--port", "0",
+                 "--forward-cost", str(tmp_path / "missing.json")]) == 2
+    err = capsys.readouterr().err
+    assert "missing.json: cannot read it" in err and "Traceback" not in err
