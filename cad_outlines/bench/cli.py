@@ -167,8 +167,8 @@ def _add_case_args(p: argparse.ArgumentParser, kernel_trials: int) -> None:
                    help="prompt-lookup runs, one per setting (k drafted tokens, n-gram size); "
                         "'' for none (default: 10:2,20:3: transformers' default and the tuned one)")
     p.add_argument("--skip", default="", metavar="RUN,...",
-                   help="ablation runs to leave out: outlines, cad_uncosted, cad_auto, cad_fixedcost, cad_nodraft, "
-                        "cad_notrees, cad_nosplice, cad_plain")
+                   help="ablation runs to leave out: outlines, cad_uncosted, cad_auto, cad_fixedcost, "
+                        "cad_nodraft, cad_notrees, cad_nosplice, cad_plain")
     p.add_argument("--prompt-style", choices=["full", "compact"], default="full",
                    help="the CaD prompt's layout: full (instruction, format statement, lines numbered "
                         "'i| ') or compact (constant head first, lines numbered 'i ', instruction last)")

@@ -44,8 +44,8 @@ Every case of the corpus is decoded, with the same model in the same process, si
     every verify forward runs (:mod:`.pld`). Its prompt is the plain one (instruction and
     the document verbatim: no format statement, no line numbers).
 
-``E2EConfig.skip`` leaves out ablation runs (``cad_uncosted``, ``cad_auto``, ``cad_nodraft``, ``cad_nosplice``,
-``cad_plain``, ``outlines``) to shorten a run; ``regen`` and ``cad`` always run.
+``E2EConfig.skip`` leaves out ablation runs (``cad_uncosted``, ``cad_auto``, ``cad_nodraft``,
+``cad_nosplice``, ``cad_plain``, ``outlines``) to shorten a run; ``regen`` and ``cad`` always run.
 
 Every CaD run (and Outlines) uses the prompt of :attr:`E2EConfig.prompt_style`.
 **Cold and warm** prompt-included figures: cold charges each run its own whole prefill;
@@ -100,13 +100,14 @@ from .pld import PLDSetting, plain_prompt_ids, run_pld
 __all__ = ["E2EConfig", "ForcingProcessor", "build_model", "kernel_config", "report_from_checkpoint",
            "run_e2e", "select_cases"]
 
-RUNS = ("regen", "outlines", "cad", "cad_uncosted", "cad_auto", "cad_fixedcost", "cad_nodraft", "cad_notrees", "cad_nosplice",
-        "cad_plain")
+RUNS = ("regen", "outlines", "cad", "cad_uncosted", "cad_auto", "cad_fixedcost", "cad_nodraft", "cad_notrees",
+        "cad_nosplice", "cad_plain")
 #: The runs ``E2EConfig.skip`` may leave out.
 #: The counts behind "forwards by what they followed", summed per CaD run.
 FORWARD_KINDS = ("forward_passes", "splice_forwards", "index_forwards", "body_forwards", "operations",
                  "draft_alternatives")
-OPTIONAL_RUNS = ("outlines", "cad_uncosted", "cad_auto", "cad_fixedcost", "cad_nodraft", "cad_notrees", "cad_nosplice", "cad_plain")
+OPTIONAL_RUNS = ("outlines", "cad_uncosted", "cad_auto", "cad_fixedcost", "cad_nodraft", "cad_notrees", "cad_nosplice",
+                 "cad_plain")
 
 
 @dataclass(frozen=True)

@@ -65,8 +65,8 @@ def format_e2e(report: dict[str, Any], name: str = "") -> str:
     """Markdown tables: per case, pooled (generation-only and prompt-included), gap
     breakdown, prompt cost, loop overhead."""
     names = list(report["cases"][0]["runs"]) if report["cases"] else []
-    short = {"regen": "regen", "outlines": "outlines", "cad": "cad", "cad_uncosted": "uncosted", "cad_auto": "auto",
-             "cad_fixedcost": "fixed-cost", "cad_nodraft": "no-draft", "cad_notrees": "no-trees",
+    short = {"regen": "regen", "outlines": "outlines", "cad": "cad", "cad_uncosted": "uncosted",
+             "cad_auto": "auto", "cad_fixedcost": "fixed-cost", "cad_nodraft": "no-draft", "cad_notrees": "no-trees",
              "cad_nosplice": "no-splice", "cad_plain": "plain"}
     heads = [short.get(n, n.replace("pld_", "PLD ")) + " s" for n in names]
     lines = ["generation phase seconds per case (prefill excluded)", "",

@@ -62,9 +62,9 @@ def serve(model: Any, name: str, *, host: str = "127.0.0.1", port: int = 8000, a
     from .app import create_app
 
     check_engine_floor(engine, follow_prediction)
-    if engine == "vllm" and forward_cost is not None:
-        raise InputError(NO_COST_ON_VLLM)
     if engine == "vllm":
+        if forward_cost is not None:  # before vLLM loads
+            raise InputError(NO_COST_ON_VLLM)
         from .vllm_engine import VLLMEngine
 
         backend: Any = VLLMEngine(model, name, max_queue=max_queue, max_tokens=max_tokens, **(engine_args or {}))
