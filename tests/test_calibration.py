@@ -69,6 +69,16 @@ def test_a_damaged_cache_file_is_measured_again(tiny_model, cache):
     assert ForwardCost.from_dict(json.loads(path.read_text(encoding="utf-8"))) == cost
 
 
+def test_a_cache_it_cannot_write_costs_a_message_not_the_edit(tiny_model, tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    monkeypatch.setenv("CAD_OUTLINES_CACHE", str(blocker))  # the cache folder cannot be made
+    said: list[str] = []
+    cost = cached_forward_cost(tiny_model("tiny-qwen").model, said.append)
+    assert cost.widths == WIDTHS
+    assert "could not cache the forward cost" in said[-1]
+
+
 def test_a_curve_file_or_nothing(tmp_path, tiny_model):
     hf = tiny_model("tiny-qwen").model
     assert forward_cost_for(None, hf) is None

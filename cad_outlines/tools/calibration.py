@@ -74,7 +74,8 @@ def cached_forward_cost(hf_model: Any, status: Callable[[str], None] = lambda _m
     """The curve of this machine and model: read from the cache, or measured and saved.
 
     Measuring takes about 20 s for SmolLM2-135M and a minute or two for a 0.5B model on one
-    CPU core; the curve is saved atomically, so an interrupted measurement leaves nothing."""
+    CPU core; the curve is saved atomically, so an interrupted measurement leaves nothing,
+    and a cache that cannot be written is said, not fatal."""
     from ..decoding.drafting import ForwardCost
 
     path = cache_root() / "forward-cost" / f"{cost_key(hf_model)}.json"
@@ -85,8 +86,11 @@ def cached_forward_cost(hf_model: Any, status: Callable[[str], None] = lambda _m
             status(f"{path} is not a forward-cost curve; measuring it again")
     status(f"measuring this machine's forward cost by width once (cached in {path}) ...")
     cost = measure_forward_cost(hf_model)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    cost.save(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        cost.save(path)
+    except OSError as err:  # a read-only cache costs the next run a measurement, not this edit
+        status(f"could not cache the forward cost in {path} ({err.strerror or err}); using it for this run")
     return cost
 
 
