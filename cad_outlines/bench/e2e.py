@@ -287,7 +287,8 @@ def kernel_config(model: Any, cases: Sequence[Case], cfg: E2EConfig) -> KernelCo
                       for c in cases]
     prefix = cfg.kernel_prefix or max(1, round(statistics.mean(prompt_lengths)))
     return KernelConfig(cfg.preset, device=cfg.device, dtype=cfg.dtype, prefix=prefix,
-                        trials=cfg.kernel_trials, max_n=cfg.kernel_max_n, seed=cfg.seed)
+                        trials=cfg.kernel_trials, max_n=cfg.kernel_max_n, seed=cfg.seed,
+                        auto_curve="cad_auto" not in cfg.skip)
 
 
 def build_model(cfg: E2EConfig) -> Any:

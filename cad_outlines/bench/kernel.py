@@ -70,6 +70,9 @@ class KernelConfig:
     seed: int = 0
     threads: Optional[int] = None
     forced_tokens: int = 4
+    #: also measure the curve ``--forward-cost auto`` would (a minute or two at 0.5B on a
+    #: CPU), for ``bench e2e``'s ``cad_auto`` row; off when that row is skipped
+    auto_curve: bool = True
 
     def __post_init__(self) -> None:
         if self.prefix < 1 or self.trials < 1 or self.max_n < 1 or self.forced_tokens < 1:
@@ -241,8 +244,9 @@ def measure_kernel(model: Any, cfg: KernelConfig, progress: bool = True) -> dict
         "env": _common.environment(threads=cfg.threads),
     }
     record["forward_cost"] = forward_cost_of(record).to_dict()
-    # what `--forward-cost auto` measures on this machine (bench e2e's cad_auto row)
-    record["auto_forward_cost"] = measure_forward_cost(model.model).to_dict()
+    if cfg.auto_curve:
+        # what `--forward-cost auto` measures on this machine (bench e2e's cad_auto row)
+        record["auto_forward_cost"] = measure_forward_cost(model.model).to_dict()
     return record
 
 
