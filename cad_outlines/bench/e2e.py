@@ -72,6 +72,7 @@ import hashlib
 import json
 import os
 import statistics
+import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -328,7 +329,10 @@ def run_e2e(cases: Sequence[Case], cfg: E2EConfig, progress: bool = True,
         cpu_curve, cpu_tau = _cpu_kernel(kernel_record)
         forward_cost = forward_cost_of(kernel_record)
         auto_cost = (ForwardCost.from_dict(kernel_record["auto_forward_cost"])
-                     if "auto_forward_cost" in kernel_record else None)  # older records have none
+                     if "auto_forward_cost" in kernel_record else None)
+        if auto_cost is None and "cad_auto" not in cfg.skip and progress:
+            # a kernel from before the auto curve, or measured with cad_auto skipped
+            print("the kernel record has no --forward-cost auto curve: no cad_auto row", file=sys.stderr)
         adapter = CaDGenerator(model, chosen[0].doc).adapter
         # The constant heads, prefilled once for the whole run (the warm columns).
         warm = {"cad": WarmPrefill(model.model, adapter.constant_ids(style=cfg.prompt_style)),

@@ -313,5 +313,5 @@ class _Deltas:
         pass
 
 
-__all__ = ["RequestCancelled", "Engine", "Job", "Outcome", "api_error", "chat_budget", "chat_ids", "check_budget", "check_queue",
-           "edit_outcome", "edit_usage"]
+__all__ = ["RequestCancelled", "Engine", "Job", "Outcome", "api_error", "chat_budget", "chat_ids", "check_budget",
+           "check_queue", "edit_outcome", "edit_usage"]
