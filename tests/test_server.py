@@ -117,7 +117,9 @@ def test_models_and_health(tiny_server):
 
 @pytest.mark.parametrize("options", [{}, {"temperature": 0.8, "top_p": 0.9, "seed": 7}])
 def test_predicted_output_edit_equals_the_in_process_decode(tiny_server, tiny_model, options):
-    reply = edit_request(tiny_server, max_tokens=24, **options)
+    # fields a client sends by default that ask for nothing else are accepted
+    defaults = {"response_format": {"type": "text"}, "tool_choice": "none", "logprobs": False, "user": "u"}
+    reply = edit_request(tiny_server, max_tokens=24, **options, **defaults)
     expected, finish = in_process(tiny_model("tiny-qwen"), DOC, "make mean() safe", max_new_tokens=24,
                                   **options)
     choice = reply.choices[0]
@@ -284,6 +286,11 @@ CASES = [
     ("n past the most", "POST", "/v1/chat/completions", {**BASE, "n": 9}, 400, "n"),
     ("n a string", "POST", "/v1/chat/completions", {**BASE, "n": "2"}, 400, "n"),
     ("tools", "POST", "/v1/chat/completions", {**BASE, "tools": [{"type": "function"}]}, 400, "tools"),
+    ("tool_choice required", "POST", "/v1/chat/completions", {**BASE, "tool_choice": "required"}, 400,
+     "tool_choice"),
+    ("response_format json", "POST", "/v1/chat/completions", {**BASE, "response_format": {"type": "json_object"}},
+     400, "response_format"),
+    ("logprobs", "POST", "/v1/chat/completions", {**BASE, "logprobs": True}, 400, "logprobs"),
     ("prediction a string", "POST", "/v1/chat/completions", {**BASE, "prediction": "x"}, 400, "prediction"),
     ("prediction content a number", "POST", "/v1/chat/completions",
      {**BASE, "prediction": {"type": "content", "content": 5}}, 400, "prediction.content"),

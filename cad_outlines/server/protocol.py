@@ -23,6 +23,9 @@ from ..errors import APIError  # noqa: F401  (re-exported: the server answers wi
 #: something it does not do (:data:`_UNSUPPORTED`), and ignored otherwise (``user``, ``store``).
 _UNSUPPORTED = ("tools", "tool_choice", "functions", "function_call", "response_format", "logit_bias",
                 "stop", "audio", "modalities", "web_search_options")
+#: Values of those fields that ask for what the server does anyway (clients send them by
+#: default): accepted.
+_NO_OPS: dict[str, tuple[Any, ...]] = {"response_format": ({"type": "text"},), "tool_choice": ("none",)}
 #: OpenAI's ranges.
 TEMPERATURE_MAX = 2.0
 SEED_LIMIT = 2 ** 63
@@ -188,7 +191,7 @@ def parse_chat_request(data: dict[str, Any]) -> ChatRequest:
     if not isinstance(model, str) or not model:
         raise bad("model must be a non-empty string (GET /v1/models lists it)", "model")
     for name in _UNSUPPORTED:
-        if data.get(name) not in (None, [], {}):
+        if data.get(name) not in (None, [], {}, *_NO_OPS.get(name, ())):
             raise bad(f"{name} is not supported by this server", name)
     if data.get("logprobs") not in (None, False):
         raise bad("logprobs are not supported by this server", "logprobs")
