@@ -29,7 +29,7 @@ LIMIT=${LIMIT:-4}
 LINES=${LINES-151-400}
 SPLIT=${SPLIT:-eval}
 ORDER=${ORDER:-file}
-STEP_TIMEOUT=${STEP_TIMEOUT:-240}
+STEP_TIMEOUT=${STEP_TIMEOUT:-300}
 # DEADLINE (epoch seconds, optional): no step runs past it, so that a caller with a hard
 # wall-clock limit still gets the files of the steps that finished.
 DEADLINE=${DEADLINE:-}
