@@ -33,7 +33,7 @@ from ..files import atomic_write
 from .corpus import Case
 from .sft import IGNORE, RowBuilder
 
-__all__ = ["TrainConfig", "collate", "optimizer", "regen_row", "rows_for", "train", "train_step"]
+__all__ = ["TrainConfig", "collate", "optimizer", "regen_row", "rows_digest", "rows_for", "train", "train_step"]
 
 #: One training row: input ids and their labels (:data:`IGNORE`: no loss).
 Row = tuple[list[int], list[int]]
@@ -263,7 +263,7 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
     opt, sched = optimizer(model, cfg.lr, cfg.steps, floor=0.1)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     step, losses = 0, []
-    data = _rows_digest(rows, order)
+    data = rows_digest(rows, order)
     if state is not None:
         from peft import set_peft_model_state_dict
         from safetensors.torch import load_file
@@ -325,7 +325,7 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
     return record
 
 
-def _rows_digest(rows: Sequence[Row], order: Sequence[int]) -> str:
+def rows_digest(rows: Sequence[Row], order: Sequence[int]) -> str:
     """A digest of the rows in training order (a resumed run must see the same data)."""
     import hashlib
 
