@@ -52,7 +52,7 @@ def test_gpu_bench_script_runs_end_to_end_on_the_cpu(tmp_path):
 
 
 def test_the_gpu_cases_are_the_cpu_headlines_whole_files():
-    # the bundled fixture (the GPU machine has no ../shared) selects, with the script's
+    # the bundled fixture (the GPU machine has no copy of the corpora) selects, with the script's
     # flags, the same four files as the CPU headline's Python run
     from cad_outlines.arguments import load_cases
     from cad_outlines.bench.e2e import select_cases
