@@ -17,19 +17,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
+from pathlib import Path
 
 from cad_outlines.files import atomic_write
 from cad_outlines.training.edits import MixV2Config, make_mix_v2
-from cad_outlines.training.sft import RowBuilder
-from cad_outlines.training.train import rows_digest, curriculum, load_records
+from cad_outlines.training.train import case_rows, load_records, rows_digest, training_order
 
-#: The settings of runs/qwen2.5-coder-0.5b-cad-v2/record.json.
-BASE, CASES, SEED, MAX_TOKENS, LONG_TOKENS, STEPS, STYLE = "qwen2.5-coder-0.5b-base", 3000, 0, 12000, 4096, 1200, "compact"
+#: The run whose rows are rebuilt: its settings and the digest of its rows in order.
+RECORD = Path(__file__).resolve().parents[1] / "runs" / "qwen2.5-coder-0.5b-cad-v2" / "record.json"
 WEAK = ("rename", "swap", "insert_before", "docstring", "add_param", "remove_param", "add_import",
         "comment_out", "uncomment", "change_string", "wrap_try")
-#: data_sha256 of that record: the rows in training order.
-RECORD_DIGEST = "eb62dfca3f6f23e5d1e68e6698eb5362baf668066ca2f8f29079c217da7b39df"
 
 
 def main() -> None:
@@ -44,23 +41,21 @@ def main() -> None:
     from cad_outlines.adapters import load_tokenizer
     from cad_outlines.tools.weights import hf_folder
 
-    cases = make_mix_v2(load_records(args.corpora), MixV2Config(seed=SEED, cases=CASES, split="train"))
+    record = json.loads(RECORD.read_text(encoding="utf-8"))
+    cfg, mix = record["config"], record["config"]["mix"]
+    cases = make_mix_v2(load_records(args.corpora),
+                        MixV2Config(seed=mix["seed"], cases=mix["cases"], split=mix["split"]))
     # the run's own tokenizer: the base model's, converted from its GGUF (cad-outlines weights fetch)
-    tokenizer = load_tokenizer(hf_folder(BASE))
-    builder = RowBuilder(tokenizer, prompt_style=STYLE)
-    kept = []  # the cases whose rows rows_for keeps (as it builds them), in the same order
-    for case in cases:
-        row = builder.row(case.doc, builder.oracle(case.doc, case.gold), case.meta["instruction"], case.id)
-        if len(row.input_ids) <= MAX_TOKENS:
-            kept.append((case, (row.input_ids, row.labels)))
-    order = list(range(len(kept)))
-    random.Random(SEED).shuffle(order)
-    order = curriculum(order, [len(r[0]) for _, r in kept], LONG_TOKENS, STEPS // 3)
-    digest = rows_digest([r for _, r in kept], order)
-    if digest != RECORD_DIGEST:
+    tokenizer = load_tokenizer(hf_folder(cfg["base"]))
+    kept, _ = case_rows(cases, tokenizer, cfg["layout"], cfg["max_tokens"], cfg["prompt_style"])
+    rows = [row for _, row in kept]
+    order_steps = record.get("order_steps", cfg["steps"])
+    order = training_order(rows, cfg["seed"], cfg["long_tokens"], order_steps * cfg["batch_size"] // 3)
+    digest = rows_digest(rows, order)
+    if digest != record["data_sha256"]:
         raise SystemExit(f"the rebuilt rows are not the run's (digest {digest[:12]}, the record's "
-                         f"{RECORD_DIGEST[:12]}): other corpora or code")
-    trained = [kept[i][0] for i in order[:STEPS]]
+                         f"{record['data_sha256'][:12]}): other corpora or code")
+    trained = [kept[i][0] for i in order[:cfg["steps"] * cfg["batch_size"]]]
     wanted = args.kinds.split(",")
     chosen: dict[str, list] = {k: [] for k in wanted}
     for case in trained:

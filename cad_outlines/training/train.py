@@ -33,7 +33,8 @@ from ..files import atomic_write
 from .corpus import Case
 from .sft import IGNORE, RowBuilder
 
-__all__ = ["TrainConfig", "collate", "optimizer", "regen_row", "rows_digest", "rows_for", "train", "train_step"]
+__all__ = ["TrainConfig", "case_rows", "collate", "optimizer", "regen_row", "rows_digest", "rows_for", "train",
+           "train_step", "training_order"]
 
 #: One training row: input ids and their labels (:data:`IGNORE`: no loss).
 Row = tuple[list[int], list[int]]
@@ -180,14 +181,14 @@ def regen_row(adapter: Any, case: Case, prompt_style: str = "full") -> Row:
     return prompt + answer, [IGNORE] * len(prompt) + answer
 
 
-def rows_for(cases: Iterable[Case], tokenizer: Any, layout: str, max_tokens: int,
-             prompt_style: str = "full") -> tuple[list[Row], int]:
-    """Rows of ``cases`` in ``layout`` (prompts in ``prompt_style``); and how many
-    were dropped for ``max_tokens``."""
+def case_rows(cases: Iterable[Case], tokenizer: Any, layout: str, max_tokens: int,
+              prompt_style: str = "full") -> tuple[list[tuple[Case, Row]], int]:
+    """Each kept case with its row in ``layout`` (prompts in ``prompt_style``), in order;
+    and how many were dropped for ``max_tokens``."""
     if layout not in LAYOUTS:
         raise InputError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     builder = RowBuilder(tokenizer, prompt_style=prompt_style)
-    rows, dropped = [], 0
+    kept, dropped = [], 0
     for case in cases:
         if layout == "cad":
             row = builder.row(case.doc, builder.oracle(case.doc, case.gold), case.meta["instruction"], case.id)
@@ -197,8 +198,26 @@ def rows_for(cases: Iterable[Case], tokenizer: Any, layout: str, max_tokens: int
         if len(ids) > max_tokens:
             dropped += 1
             continue
-        rows.append((ids, labels))
-    return rows, dropped
+        kept.append((case, (ids, labels)))
+    return kept, dropped
+
+
+def rows_for(cases: Iterable[Case], tokenizer: Any, layout: str, max_tokens: int,
+             prompt_style: str = "full") -> tuple[list[Row], int]:
+    """Rows of ``cases`` in ``layout`` (prompts in ``prompt_style``); and how many
+    were dropped for ``max_tokens``."""
+    kept, dropped = case_rows(cases, tokenizer, layout, max_tokens, prompt_style)
+    return [row for _, row in kept], dropped
+
+
+def training_order(rows: Sequence[Row], seed: int, long_tokens: int, early: int) -> list[int]:
+    """The order a run takes ``rows`` in: shuffled by ``seed``, then, with ``long_tokens``,
+    no row longer than that among the first ``early`` (:func:`curriculum`)."""
+    order = list(range(len(rows)))
+    random.Random(seed).shuffle(order)
+    if long_tokens:
+        order = curriculum(order, [len(ids) for ids, _ in rows], long_tokens, early)
+    return order
 
 
 def _lora(model: Any, cfg: TrainConfig) -> Any:
@@ -254,10 +273,7 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
     # The curriculum's early share is a third of the steps the run was *started* with, so
     # a run resumed with more steps keeps the order (and the rows' digest) it began with.
     order_steps = cfg.steps if state is None else state.get("order_steps", state["config"]["steps"])
-    order = list(range(len(rows)))
-    random.Random(cfg.seed).shuffle(order)
-    if cfg.long_tokens:
-        order = curriculum(order, [len(ids) for ids, _ in rows], cfg.long_tokens, order_steps * cfg.batch_size // 3)
+    order = training_order(rows, cfg.seed, cfg.long_tokens, order_steps * cfg.batch_size // 3)
     model = _lora(model, cfg)
     model.train()
     opt, sched = optimizer(model, cfg.lr, cfg.steps, floor=0.1)
