@@ -12,6 +12,7 @@ import sys
 
 from cad_outlines.arguments import CommandTable, UsageError, add_verbosity, positive
 from cad_outlines.arguments import status as _status
+from cad_outlines.errors import InputError
 
 COMMANDS = CommandTable()
 
@@ -100,6 +101,18 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cases", type=positive, default=600, metavar="N", help="edits in the training mix")
     p.add_argument("--mix", type=int, choices=[1, 2], default=1,
                    help="the training mix: 1 (windows, one sentence per kind) or 2 (whole files, own words, snippets)")
+    p.add_argument("--buckets", type=_shares, default=None, metavar="LO-HI:W,...",
+                   help="--mix 2: document length buckets and their weights (default: 8-50:0.45,51-150:0.3,151-400:0.25)")
+    p.add_argument("--forms", type=_shares, default=None, metavar="FORM:W,...",
+                   help="--mix 2: how edits are asked (words, templated, snippet, subject) and the weights "
+                        "(default: words:0.45,templated:0.1,snippet:0.3,subject:0.15)")
+    p.add_argument("--commit-share", type=float, default=None, metavar="P",
+                   help="--mix 2: share of edits that are real commits (default: 0.25)")
+    p.add_argument("--kinds", type=_shares, default=None, metavar="KIND:W,...",
+                   help="--mix 2: weights of synthetic edit kinds other than the v2 mix's (e.g. rename:0.12,swap:0.08)")
+    p.add_argument("--init-adapter", default="", metavar="NAME|DIR",
+                   help="start from this adapter's weights (a shipped adapter's name, e.g. qwen2.5-coder-0.5b-cad, "
+                        "or a folder) instead of a fresh LoRA; its rank and layers must be the run's")
     p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
                    help="the frozen base weights' dtype (bfloat16: ~2x faster steps on CPUs with AVX512-BF16)")
     p.add_argument("--lora-layers", type=int, default=0, metavar="N",
@@ -121,6 +134,57 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run_train)
 
 
+def _shares(text: str) -> tuple[tuple[str, float], ...]:
+    """``"a:0.5,b:0.25"`` -> ``(("a", 0.5), ("b", 0.25))``; weights finite and >= 0."""
+    out = []
+    for item in text.split(","):
+        name, sep, weight = item.strip().rpartition(":")
+        try:
+            value = float(weight)
+        except ValueError:
+            value = -1.0
+        if not sep or not name or not math.isfinite(value) or value < 0:
+            raise argparse.ArgumentTypeError(f"{item.strip()!r} is not NAME:WEIGHT with a weight >= 0")
+        out.append((name, value))
+    return tuple(out)
+
+
+def _mix_settings(args: argparse.Namespace) -> dict:
+    """The v2 mix's settings given on the command line, checked (one line per mistake)."""
+    from cad_outlines.training.edits import FORMS_V2
+    from cad_outlines.training.phrasings import KINDS_V2
+
+    settings: dict = {}
+    if args.buckets is not None:
+        buckets = []
+        for name, weight in args.buckets:
+            lo, _, hi = name.partition("-")
+            if not (lo.isdigit() and hi.isdigit() and 1 <= int(lo) <= int(hi)):
+                raise UsageError(f"--buckets: {name!r} is not LO-HI lines with 1 <= LO <= HI")
+            buckets.append((int(lo), int(hi), weight))
+        settings["buckets"] = tuple(buckets)
+    if args.forms is not None:
+        unknown = [f for f, _ in args.forms if f not in FORMS_V2]
+        if unknown:
+            raise UsageError(f"--forms: unknown form {unknown[0]!r} (known: {', '.join(FORMS_V2)})")
+        settings["forms"] = args.forms
+    if args.commit_share is not None:
+        if not 0 <= args.commit_share <= 1:
+            raise UsageError(f"--commit-share must be within 0..1, got {args.commit_share}")
+        settings["commit_share"] = args.commit_share
+    if args.kinds is not None:
+        unknown = [k for k, _ in args.kinds if k not in KINDS_V2]
+        if unknown:
+            raise UsageError(f"--kinds: unknown edit kind {unknown[0]!r} (known: {', '.join(KINDS_V2)})")
+        settings["kinds"] = args.kinds
+    for key, pairs in (("buckets", settings.get("buckets", ())), ("forms", settings.get("forms", ()))):
+        if pairs and not sum(p[-1] for p in pairs) > 0:
+            raise UsageError(f"--{key}: the weights sum to 0")
+    if settings and args.mix != 2:
+        raise UsageError("--buckets, --forms, --commit-share and --kinds shape the v2 mix: add --mix 2")
+    return settings
+
+
 def _run_train(args: argparse.Namespace) -> int:
     from cad_outlines.tools.presets import REAL_PRESETS
     from cad_outlines.training.train import TrainConfig, train_from_corpora
@@ -137,9 +201,18 @@ def _run_train(args: argparse.Namespace) -> int:
     cfg = TrainConfig(base=args.base, layout=args.layout, prompt_style=args.prompt_style, steps=args.steps, lr=args.lr, rank=args.rank,
                       alpha=2 * args.rank, seed=args.seed, max_tokens=args.max_tokens,
                       checkpoint_every=args.checkpoint_every, threads=args.threads, dtype=args.dtype,
-                      lora_layers=args.lora_layers, sparse_logits=args.sparse_logits, long_tokens=args.long_tokens)
+                      lora_layers=args.lora_layers, sparse_logits=args.sparse_logits, long_tokens=args.long_tokens,
+                      init_adapter=args.init_adapter)
     if args.lora_layers < 0 or args.long_tokens < 0:
         raise UsageError("--lora-layers and --long-tokens must be >= 0")
+    mix_settings = _mix_settings(args)
+    if args.init_adapter and not os.path.isdir(args.init_adapter):
+        from cad_outlines.tools.weights import adapter_dir
+
+        try:
+            adapter_dir(args.init_adapter)
+        except InputError as err:
+            raise UsageError(f"--init-adapter: {err}") from None
     from tqdm.auto import tqdm
 
     with tqdm(total=args.steps, desc=f"train {args.layout}", unit="step",
@@ -149,7 +222,8 @@ def _run_train(args: argparse.Namespace) -> int:
             bar.set_postfix(loss=record["loss"])
             bar.refresh()
 
-        record = train_from_corpora(args.corpus, cfg, args.cases, args.output, log=log, mix_version=args.mix)
+        record = train_from_corpora(args.corpus, cfg, args.cases, args.output, log=log, mix_version=args.mix,
+                                    mix_settings=mix_settings)
     _status(args, f"adapter written to {args.output}/adapter ({record['rows']} rows, "
                   f"{record['dropped_over_max_tokens']} dropped over --max-tokens; loss "
                   f"{record['loss_first_10pct']} -> {record['loss_last_10pct']})")

@@ -127,6 +127,13 @@ CASES = [
     (["train", "--corpus", CORPUS_SAMPLE, "--lr", "nan", "-o", "{d}/run"], 2),
     (["train", "--corpus", CORPUS_SAMPLE, "-o", "{d}/afile"], 2),
     (["train", "--corpus", CORPUS_SAMPLE, "--layout", "diff", "-o", "{d}/run"], 2),
+    (["train", "--corpus", CORPUS_SAMPLE, "--mix", "2", "--kinds", "bogus:1", "-o", "{d}/run"], 2),
+    (["train", "--corpus", CORPUS_SAMPLE, "--mix", "2", "--kinds", "rename:x", "-o", "{d}/run"], 2),
+    (["train", "--corpus", CORPUS_SAMPLE, "--mix", "2", "--buckets", "90-30:1", "-o", "{d}/run"], 2),
+    (["train", "--corpus", CORPUS_SAMPLE, "--mix", "2", "--forms", "words:0", "-o", "{d}/run"], 2),
+    (["train", "--corpus", CORPUS_SAMPLE, "--mix", "2", "--commit-share", "1.5", "-o", "{d}/run"], 2),
+    (["train", "--corpus", CORPUS_SAMPLE, "--forms", "words:1", "-o", "{d}/run"], 2),
+    (["train", "--corpus", CORPUS_SAMPLE, "--mix", "2", "--init-adapter", "no-such-adapter", "-o", "{d}/run"], 2),
     # bench
     (["bench", "quality", "--configs", "bogus"], 2),
     (["bench", "quality", "--seeds", "x"], 2),

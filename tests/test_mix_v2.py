@@ -193,3 +193,20 @@ def test_the_literal_merge_recovers_nearly_every_mix_snippet():
     mix = [c for c in make_mix_v2(_records(), MixV2Config(seed=0, cases=120, buckets=SMALL)) if c.meta["form"] == "snippet"]
     right = sum(merge(c.doc, c.meta["snippet"]) == c.gold for c in mix)
     assert len(mix) >= 20 and right >= 0.9 * len(mix), (right, len(mix))
+
+
+def test_kind_weights_shape_the_mix_and_the_default_leaves_it_as_it_was():
+    from collections import Counter
+
+    from cad_outlines.training.edits import MixV2Config, make_mix_v2
+
+    records = _records()
+    base = make_mix_v2(records, MixV2Config(seed=3, cases=60, buckets=SMALL, commit_share=0.0))
+    same = make_mix_v2(records, MixV2Config(seed=3, cases=60, buckets=SMALL, commit_share=0.0, kinds=()))
+    assert [(c.doc, c.gold, c.meta) for c in base] == [(c.doc, c.gold, c.meta) for c in same]
+    aimed = make_mix_v2(records, MixV2Config(seed=3, cases=60, buckets=SMALL, commit_share=0.0,
+                                             kinds=(("rename", 5.0), ("swap", 5.0))))
+    count = Counter(c.meta["kind"] for c in aimed)
+    assert count["rename"] + count["swap"] > 2 * sum(1 for c in base if c.meta["kind"] in ("rename", "swap"))
+    with pytest.raises(ValueError, match="unknown edit kinds bogus"):
+        make_mix_v2(records, MixV2Config(seed=3, cases=5, buckets=SMALL, kinds=(("bogus", 1.0),)))

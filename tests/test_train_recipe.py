@@ -94,3 +94,47 @@ def test_a_run_stopped_between_checkpoints_logs_each_step_once(tmp_path):
     train(cases, cfg, tmp_path)
     steps = [json.loads(line)["step"] for line in log.read_text().splitlines()]
     assert steps == [1, 2, 3, 4, 5]
+
+
+def test_a_warm_start_begins_from_the_adapter_and_refuses_another_shape(tmp_path):
+    """``init_adapter`` loads an adapter's weights into the run's fresh LoRA (recorded with
+    its digest); an adapter of another rank or other layers is refused in one line."""
+    import json
+
+    from peft import get_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    from cad_outlines.bench.quality import load_eval_cases
+    from cad_outlines.errors import InputError
+    from cad_outlines.training import train as training
+
+    cases = load_eval_cases()[:2]
+    first = training.TrainConfig(base="tiny-qwen", steps=2, checkpoint_every=2, max_tokens=4096, lr=0.05)
+    training.train(cases, first, tmp_path / "a")
+    saved = load_file(str(tmp_path / "a" / "adapter" / "adapter_model.safetensors"))
+    assert any(v.abs().sum() > 0 for k, v in saved.items() if "lora_B" in k)  # trained: B left zero
+
+    warm = training.TrainConfig(base="tiny-qwen", steps=1, max_tokens=4096, init_adapter=str(tmp_path / "a" / "adapter"))
+    model = training._lora(build("tiny-qwen")[0], warm)
+    digest = training._init_from(model, warm)
+    loaded = get_peft_model_state_dict(model)
+    assert loaded.keys() == saved.keys()
+    assert all(torch.equal(loaded[k], saved[k].float()) for k in saved)
+    record = training.train(cases, warm, tmp_path / "b")
+    assert record["init_adapter_sha256"] == digest
+    assert json.loads((tmp_path / "b" / "record.json").read_text())["config"]["init_adapter"] == warm.init_adapter
+
+    other = training.TrainConfig(base="tiny-qwen", rank=4, alpha=8, init_adapter=warm.init_adapter)
+    with pytest.raises(InputError, match="rank 8, alpha 16"):
+        training._init_from(training._lora(build("tiny-qwen")[0], other), other)
+
+
+def test_a_setting_added_later_matches_old_checkpoints_while_it_is_left_empty():
+    from cad_outlines.training.train import settings_changed
+
+    old = {"lr": 1e-3, "mix": {"seed": 0, "forms": [["words", 1.0]]}}
+    assert settings_changed(old, {"lr": 1e-3, "init_adapter": "", "mix": {"seed": 0, "forms": [["words", 1.0]], "kinds": ()}}) == []
+    assert settings_changed(old, {"lr": 1e-3, "init_adapter": "x", "mix": old["mix"]}) == ["init_adapter: None -> 'x'"]
+    assert settings_changed(old, {"lr": 1e-3, "mix": {"seed": 0, "forms": [["words", 1.0]], "kinds": (("swap", 1.0),)}}) \
+        == ["mix.kinds: None -> (('swap', 1.0),)"]
+    assert settings_changed(old, {"lr": 2e-3, "mix": old["mix"]}) == ["lr: 0.001 -> 0.002"]

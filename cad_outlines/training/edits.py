@@ -306,6 +306,9 @@ class MixV2Config:
     commit_share: float = COMMIT_SHARE_V2
     snippet_context: int = 2
     version: int = 2
+    #: weights of synthetic edit kinds that differ from :data:`~.phrasings.KINDS_V2` (a mix
+    #: aimed at the kinds a model misses); empty: the v2 weights
+    kinds: tuple[tuple[str, float], ...] = ()
 
 
 def _body(f: _File) -> list[str]:
@@ -375,7 +378,11 @@ def make_mix_v2(records_by_corpus: dict[str, list[dict]], cfg: MixV2Config, *,
 
     rng = random.Random(f"v2:{cfg.seed}:{cfg.split}")
     corpora, files, pools, commits = _sources(records_by_corpus, cfg.split)
-    kinds, kind_weights = list(KINDS_V2), list(KINDS_V2.values())
+    unknown = sorted(set(dict(cfg.kinds)) - set(KINDS_V2))
+    if unknown:
+        raise ValueError(f"unknown edit kinds {', '.join(unknown)} (known: {', '.join(KINDS_V2)})")
+    weights = {**KINDS_V2, **dict(cfg.kinds)}
+    kinds, kind_weights = list(weights), list(weights.values())
     forms = dict(cfg.forms)
     synthetic_forms = [f for f in forms if f != "subject"]
     cases: list[Case] = []

@@ -63,6 +63,7 @@ class TrainConfig:
     lora_layers: int = 0  # LoRA on the top N decoder layers only (0: every layer)
     sparse_logits: bool = False  # the output layer only at labelled positions (same loss)
     long_tokens: int = 0  # curriculum: no row over this many ids in the first third of the steps (0: off)
+    init_adapter: str = ""  # start from this adapter's weights (a shipped adapter's name or a folder; "": fresh LoRA)
 
 
 def optimizer(model: Any, lr: float, steps: int, floor: float = 0.0) -> tuple[Any, Any]:
@@ -280,6 +281,7 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     step, losses = 0, []
     data = rows_digest(rows, order)
+    init_sha256 = _init_from(model, cfg) if cfg.init_adapter and state is None else None
     if state is not None:
         from peft import set_peft_model_state_dict
         from safetensors.torch import load_file
@@ -291,10 +293,11 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
         if state.get("data", data) != data:
             raise InputError(f"{checkpoint}: the checkpoint was trained on other rows (the mix or the "
                              "tokenizer changed since); use another --output")
-        if kept and kept != now:
-            changed = ", ".join(f"{k}: {kept.get(k)!r} -> {now.get(k)!r}" for k in sorted(now) if kept.get(k) != now.get(k))
-            raise InputError(f"{checkpoint}: the checkpoint was made with other settings ({changed}); "
+        changed = settings_changed(kept, now) if kept else []
+        if changed:
+            raise InputError(f"{checkpoint}: the checkpoint was made with other settings ({', '.join(changed)}); "
                              "resume with the same command or use another --output")
+        init_sha256 = state.get("init_sha256")
         set_peft_model_state_dict(model, {k: v.float() for k, v in
                                           load_file(str(checkpoint / "adapter" / "adapter_model.safetensors")).items()})
         opt.load_state_dict(state["opt"])
@@ -326,7 +329,7 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
                 staging = checkpoint / "state.pt.tmp"
                 torch.save({"opt": opt.state_dict(), "sched": sched.state_dict(), "step": step,
                             "losses": losses, "config": asdict(cfg), "data": data,
-                            "order_steps": order_steps}, staging)
+                            "order_steps": order_steps, "init_sha256": init_sha256}, staging)
                 staging.replace(checkpoint / "state.pt")
     _save_adapter(model, out / "adapter")
     window = max(1, len(losses) // 10)
@@ -337,8 +340,59 @@ def train(cases: Sequence[Case], cfg: TrainConfig, out: str | os.PathLike, *,
               "loss_curve": [round(sum(losses[i:i + window]) / len(losses[i:i + window]), 4)
                              for i in range(0, len(losses), window)],
               "torch": torch.__version__}
+    if init_sha256:
+        record["init_adapter_sha256"] = init_sha256
     atomic_write(out / "record.json", json.dumps(record, indent=1) + "\n")
     return record
+
+
+def settings_changed(kept: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """``"key: old -> new"`` for each setting of ``now`` that differs from the checkpoint's
+    ``kept`` (nested in ``mix`` too). A setting added after the checkpoint was made, absent
+    from ``kept``, matches while ``now`` leaves it empty (its default then changes nothing)."""
+    changed = []
+    for key in sorted(now):
+        if key not in kept and not now[key]:
+            continue
+        old, new = kept.get(key), now[key]
+        if isinstance(old, dict) and isinstance(new, dict):
+            changed += [f"{key}.{c}" for c in settings_changed(old, new)]
+        elif old != new:
+            changed.append(f"{key}: {old!r} -> {new!r}")
+    return changed
+
+
+def _init_from(model: Any, cfg: TrainConfig) -> str:
+    """Load ``cfg.init_adapter``'s weights into the fresh LoRA ``model``; their SHA-256.
+
+    The adapter must have the run's shape (rank, alpha, layers), or the run would silently
+    train another one; a warm start continues a shipped model on a new mix."""
+    import hashlib
+
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    from ..tools.weights import adapter_dir
+
+    folder = Path(cfg.init_adapter) if Path(cfg.init_adapter).is_dir() else adapter_dir(cfg.init_adapter)
+    try:
+        config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+        weights = folder / "adapter_model.safetensors"
+        digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+    except (OSError, ValueError) as err:
+        raise InputError(f"--init-adapter {cfg.init_adapter}: cannot read the adapter: {err}") from None
+    total = model.get_base_model().config.num_hidden_layers
+    layers = list(range(total - cfg.lora_layers, total)) if cfg.lora_layers else None
+    theirs = (config.get("r"), config.get("lora_alpha"), config.get("layers_to_transform"))
+    if theirs != (cfg.rank, cfg.alpha, layers):
+        raise InputError(f"--init-adapter {cfg.init_adapter}: rank {theirs[0]}, alpha {theirs[1]}, layers "
+                         f"{theirs[2]} differ from this run's {cfg.rank}, {cfg.alpha}, {layers}")
+    result = set_peft_model_state_dict(model, {k: v.float() for k, v in load_file(str(weights)).items()})
+    missing = [k for k in getattr(result, "missing_keys", ()) if "lora_" in k]
+    if missing:
+        raise InputError(f"--init-adapter {cfg.init_adapter}: the adapter lacks {len(missing)} LoRA weights "
+                         f"of this model (first: {missing[0]})")
+    return digest
 
 
 def rows_digest(rows: Sequence[Row], order: Sequence[int]) -> str:
@@ -376,16 +430,24 @@ def load_records(paths: Sequence[str | os.PathLike]) -> dict[str, list[dict]]:
 
 
 def train_from_corpora(paths: Sequence[str | os.PathLike], cfg: TrainConfig, cases: int,
-                       out: str | os.PathLike, *, log: Any = None, mix_version: int = 1) -> dict[str, Any]:
+                       out: str | os.PathLike, *, log: Any = None, mix_version: int = 1,
+                       mix_settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """The shipped adapters' recipe: the corpora's train split made into ``cases`` edits
     (``cfg.seed``) by :func:`~cad_outlines.training.edits.make_mix` (``mix_version=1``:
     8-24-line windows, one sentence per kind) or :func:`~cad_outlines.training.edits.make_mix_v2`
-    (2: whole files, a person's words, lazy snippets, real commits), then :func:`train`."""
+    (2: whole files, a person's words, lazy snippets, real commits; ``mix_settings``: other
+    values of :class:`~cad_outlines.training.edits.MixV2Config`'s ``buckets``, ``forms``,
+    ``commit_share``, ``kinds``), then :func:`train`."""
     from .edits import MixConfig, MixV2Config, make_mix, make_mix_v2
 
     if mix_version not in (1, 2):
         raise InputError(f"mix version must be 1 or 2, got {mix_version!r}")
-    mix = (MixConfig if mix_version == 1 else MixV2Config)(seed=cfg.seed, cases=cases, split="train")
+    if mix_settings and mix_version != 2:
+        raise InputError("buckets, forms, commit share and kinds are settings of the v2 mix (--mix 2)")
+    if mix_version == 1:
+        mix = MixConfig(seed=cfg.seed, cases=cases, split="train")
+    else:
+        mix = MixV2Config(seed=cfg.seed, cases=cases, split="train", **(mix_settings or {}))
     cfg.mix = {**asdict(mix), "corpora": [Path(p).name for p in paths]}
     make = make_mix if mix_version == 1 else make_mix_v2
     return train(make(load_records(paths), mix), cfg, out, log=log)
