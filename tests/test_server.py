@@ -228,6 +228,40 @@ def test_plain_chat_is_deterministic_and_streams(tiny_server):
     assert streamed == first.choices[0].message.content
 
 
+def _stop_in(text: str) -> str:
+    """Two characters of ``text`` first met as late as possible in it (the answer's start
+    when every pair occurs there)."""
+    assert len(text) >= 2, text
+    return max(((k, text[k:k + 2]) for k in range(len(text) - 1) if text.find(text[k:k + 2]) == k))[1]
+
+
+@pytest.mark.parametrize("kind", ["edit", "chat"])
+def test_a_stop_string_ends_the_answer_before_it_streamed_or_not(tiny_server, kind):
+    """``stop``: the content is the answer without it up to the stop string, the finish
+    reason ``stop``, and the stream joins to the same text; an edit's program is whole."""
+    from cad_outlines.server.protocol import StopText
+
+    if kind == "edit":
+        def ask(**kw):
+            return edit_request(tiny_server, max_tokens=24, **kw)
+    else:
+        def ask(**kw):
+            return client(tiny_server).chat.completions.create(
+                model="tiny-qwen", messages=[{"role": "user", "content": "Say hi"}], max_tokens=16,
+                temperature=1.0, seed=2, **kw)
+    whole = ask().choices[0].message.content
+    stop = _stop_in(whole)
+    reply = ask(stop=[stop, "\x00never"])
+    expected = StopText((stop,)).cut(whole)
+    assert whole.startswith(expected) and len(expected) < len(whole)
+    assert (reply.choices[0].message.content, reply.choices[0].finish_reason) == (expected, "stop")
+    chunks = list(ask(stop=stop, stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == expected
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
+    if kind == "edit":
+        assert reply.model_extra["cad"]["program"] == ask().model_extra["cad"]["program"]
+
+
 def test_the_clients_error_classes(tiny_server):
     with pytest.raises(openai.AuthenticationError):
         client(tiny_server, key="wrong").models.list()
@@ -291,6 +325,9 @@ CASES = [
     ("response_format json", "POST", "/v1/chat/completions", {**BASE, "response_format": {"type": "json_object"}},
      400, "response_format"),
     ("logprobs", "POST", "/v1/chat/completions", {**BASE, "logprobs": True}, 400, "logprobs"),
+    ("stop a number", "POST", "/v1/chat/completions", {**BASE, "stop": 5}, 400, "stop"),
+    ("stop empty", "POST", "/v1/chat/completions", {**BASE, "stop": [""]}, 400, "stop"),
+    ("stop five", "POST", "/v1/chat/completions", {**BASE, "stop": list("abcde")}, 400, "stop"),
     ("prediction a string", "POST", "/v1/chat/completions", {**BASE, "prediction": "x"}, 400, "prediction"),
     ("prediction content a number", "POST", "/v1/chat/completions",
      {**BASE, "prediction": {"type": "content", "content": 5}}, 400, "prediction.content"),

@@ -127,3 +127,19 @@ def test_n_sampled_choices_run_side_by_side(server):
         one = _client(url).chat.completions.create(**{**ask, "seed": 21 + k})  # choice k samples with seed + k
         assert choice.message.content == one.choices[0].message.content
         assert choice.model_extra["cad"]["program"] == one.model_extra["cad"]["program"]
+
+
+
+def test_a_stop_string_ends_a_chat(server):
+    """vLLM stops at the string; the answer ends before it (random weights finish no edit
+    program, so the edit's cut is checked on the transformers engine, tests/test_server.py)."""
+    from cad_outlines.server.protocol import StopText
+
+    url, _ = server
+    client = _client(url)
+    chat = dict(model="tiny-qwen", messages=[{"role": "user", "content": "hi"}], max_tokens=12, temperature=1.0, seed=3)
+    reply = client.chat.completions.create(**chat).choices[0].message.content
+    assert len(reply) >= 4, reply
+    stop = reply[len(reply) // 2:len(reply) // 2 + 2]
+    cut = client.chat.completions.create(stop=[stop], **chat).choices[0]
+    assert cut.message.content == StopText((stop,)).cut(reply) != reply and cut.finish_reason == "stop"

@@ -31,7 +31,7 @@ from ..decoding.runner import TransformersRunner
 from ..errors import InputError, RequestCancelled
 from ..language import syntax
 from ..language.program import Copy, repeated_lines
-from .protocol import APIError, ChatRequest, usage
+from .protocol import APIError, ChatRequest, StopText, usage
 
 log = logging.getLogger("cad_outlines.server")
 
@@ -178,7 +178,10 @@ class Engine:
         prediction = gen.predicted(request.update) if request.update is not None else None
         steps = gen.stream(request.prompt, progress=job.check, prediction=prediction,
                            max_new_tokens=request.max_tokens or self.max_tokens, **request.sampling())
-        chunks: list[str] = []
+        text = ""
+        # A stop string cuts the answer's text; the program is still decoded to its end,
+        # so the ``cad`` record describes the whole edit.
+        scan = StopText(request.stop)
         try:
             while True:
                 try:
@@ -186,13 +189,15 @@ class Engine:
                 except StopIteration as stop:
                     result, finish = stop.value, "stop"
                     break
-                chunks.append(piece)
-                if request.stream:
-                    job.emit("chunk", piece)
+                text += piece
+                if request.stream and (out := scan.release(text)):
+                    job.emit("chunk", out)
         except IncompleteProgramError as err:  # the text streamed so far is the honest answer
             result, finish = err.result, "length"
-        content = "".join(chunks)
-        return edit_outcome(self.adapter, request, content, finish, result)
+        if request.stream and (rest := scan.release(text, final=True)):
+            job.emit("chunk", rest)
+        content = scan.cut(text)
+        return edit_outcome(self.adapter, request, content, "stop" if scan.hit else finish, result)
 
     def chat_ids(self, messages: list[dict[str, str]]) -> list[int]:
         """The prompt ids of a plain chat (:func:`chat_ids`)."""
@@ -212,6 +217,8 @@ class Engine:
         options: dict[str, Any] = {"do_sample": False}
         if request.temperature > 0:
             options = {"do_sample": True, "temperature": request.temperature, "top_p": request.top_p, "top_k": 0}
+        if request.stop:  # transformers ends the decode at them; the text is cut below
+            options.update(stop_strings=list(request.stop), tokenizer=self.adapter.tokenizer)
         torch.manual_seed(request.seed)  # one worker thread: the global generator is this job's
         hf_model = self.model.model
         with torch.inference_mode():
@@ -222,9 +229,9 @@ class Engine:
         new = out[0, len(ids):].tolist()
         finish = "stop" if new and new[-1] in stops else "length"
         new = [t for t in new if t not in stops]
-        content = self.adapter.decode(new)
-        streamer.flush(content)
-        return Outcome(content, finish, usage(len(ids), len(new)))
+        content = streamer.scan.cut(self.adapter.decode(new))
+        streamer.flush(content, final=True)
+        return Outcome(content, "stop" if streamer.scan.hit else finish, usage(len(ids), len(new)))
 
 
 def edit_usage(adapter: Any, document: str, content: str, result: Any) -> dict[str, Any]:
@@ -291,7 +298,7 @@ class _Deltas:
     def __init__(self, job: Job, adapter: Any, stops: set[int]):
         self.job, self.adapter, self.stops = job, adapter, stops
         self.ids: list[int] = []
-        self.sent = 0
+        self.scan = StopText(job.request.stop)  # what of the text may go out yet
         self.prompt_seen = False
 
     def put(self, value: Any) -> None:
@@ -304,10 +311,9 @@ class _Deltas:
         if not text.endswith("\ufffd"):  # a character split over tokens waits for its end
             self.flush(text)
 
-    def flush(self, text: str) -> None:
-        if len(text) > self.sent and self.job.request.stream:
-            self.job.emit("chunk", text[self.sent:])
-            self.sent = len(text)
+    def flush(self, text: str, final: bool = False) -> None:
+        if self.job.request.stream and (piece := self.scan.release(text, final)):
+            self.job.emit("chunk", piece)
 
     def end(self) -> None:
         pass

@@ -22,7 +22,7 @@ from ..errors import APIError  # noqa: F401  (re-exported: the server answers wi
 #: Fields the server reads; other fields of OpenAI's schema are refused when they ask for
 #: something it does not do (:data:`_UNSUPPORTED`), and ignored otherwise (``user``, ``store``).
 _UNSUPPORTED = ("tools", "tool_choice", "functions", "function_call", "response_format", "logit_bias",
-                "stop", "audio", "modalities", "web_search_options")
+                "audio", "modalities", "web_search_options")
 #: Values of those fields that ask for what the server does anyway (clients send them by
 #: default): accepted.
 _NO_OPS: dict[str, tuple[Any, ...]] = {"response_format": ({"type": "text"},), "tool_choice": ("none",)}
@@ -31,6 +31,8 @@ TEMPERATURE_MAX = 2.0
 SEED_LIMIT = 2 ** 63
 #: The most choices one request may ask for (``n``); each sampled choice is a decode.
 N_MAX = 8
+#: The most stop strings one request may give (OpenAI's limit).
+STOP_MAX = 4
 _APPLY_TAG = re.compile(r"<(instruction|code|update)>(.*?)</\1>", re.S)
 
 Kind = Literal["edit", "chat"]
@@ -63,6 +65,7 @@ class ChatRequest:
     stream: bool = False
     include_usage: bool = False
     n: int = 1
+    stop: tuple[str, ...] = ()  # the answer's text ends before the first of these
     options: dict[str, Any] = field(default_factory=dict)
 
     def sampling(self) -> dict[str, Any]:
@@ -179,6 +182,48 @@ def apply_form(text: str) -> dict[str, str] | None:
     return parts if "update" in parts else None
 
 
+def _stop(data: dict[str, Any]) -> tuple[str, ...]:
+    value = data.get("stop")
+    if value is None:
+        return ()
+    stops = [value] if isinstance(value, str) else value
+    if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops) or len(stops) > STOP_MAX:
+        raise bad(f"stop must be a non-empty string or a list of at most {STOP_MAX} of them, got "
+                  f"{json.dumps(value)[:60]}", "stop")
+    return tuple(dict.fromkeys(stops))
+
+
+class StopText:
+    """An answer's text cut before the first stop string, released as it grows.
+
+    :meth:`release` takes the whole text so far and returns what may be sent now: never a
+    stop string, nor a tail that could still become one (it waits for the next text).
+    With no stop strings everything is released at once.
+    """
+
+    def __init__(self, stops: tuple[str, ...] = ()):
+        self.stops, self.sent, self.hit = stops, 0, False
+
+    def cut(self, text: str) -> str:
+        """``text`` up to the stop string a decoder meets first, the one that ends first
+        (all of it when none occurs)."""
+        found = [(i + len(s), i) for s, i in ((s, text.find(s)) for s in self.stops) if i >= 0]
+        if found:
+            self.hit = True
+            return text[:min(found)[1]]
+        return text
+
+    def release(self, text: str, final: bool = False) -> str:
+        """The part of ``text`` not released before that may go out now (``final``: the
+        text is complete, nothing is held back)."""
+        safe = self.cut(text)  # once a stop string is in, this prefix no longer grows
+        if not self.hit and not final:
+            held = max((k for s in self.stops for k in range(1, len(s)) if safe.endswith(s[:k])), default=0)
+            safe = safe[:len(safe) - held]
+        piece, self.sent = safe[self.sent:], max(self.sent, len(safe))
+        return piece
+
+
 def parse_chat_request(data: dict[str, Any]) -> ChatRequest:
     """Check a chat-completions body and decide its job (see the module docstring).
 
@@ -217,7 +262,7 @@ def parse_chat_request(data: dict[str, Any]) -> ChatRequest:
         top_p=_number(data, "top_p", 1.0, 0.0, 1.0, low_open=True),
         seed=_integer(data, "seed", 0, SEED_LIMIT - 1) or 0,
         stream=stream, include_usage=bool(stream_options.get("include_usage")),
-        n=_integer(data, "n", 1, N_MAX) or 1)
+        n=_integer(data, "n", 1, N_MAX) or 1, stop=_stop(data))
     document = _prediction(data)
     parts = apply_form(messages[-1]["content"])
     if parts is not None:

@@ -18,7 +18,7 @@ from typing import Any
 from ..decoding.document import DocumentView
 from ..engines import vllm as cad_vllm
 from .engine import Job, Outcome, api_error, chat_budget, chat_ids, check_budget, check_queue, edit_outcome
-from .protocol import ChatRequest, usage
+from .protocol import ChatRequest, StopText, usage
 
 #: Editors kept, by their options (temperature, top_p, seed, budget).
 EDITOR_CACHE = 16
@@ -107,7 +107,9 @@ class VLLMEngine:
         else:  # the text of the complete ops: what the transformers engine would have streamed
             writer = DocumentView(request.document, self.adapter).writer()
             content, finish = writer.feed(result.ops, "") + writer.close(), "length"
-        return edit_outcome(self.adapter, request, content, finish, result)
+        scan = StopText(request.stop)  # cuts the text; the program was decoded to its end
+        content = scan.cut(content)
+        return edit_outcome(self.adapter, request, content, "stop" if scan.hit else finish, result)
 
     async def _chat(self, job: Job) -> Outcome:
         from vllm import SamplingParams
@@ -116,14 +118,17 @@ class VLLMEngine:
         ids = chat_ids(self.adapter, request.prompt)
         budget = chat_budget(len(ids), request.max_tokens or self.max_tokens, self.max_positions)
         params = SamplingParams(max_tokens=budget, temperature=request.temperature, top_p=request.top_p,
-                                seed=request.seed, stop_token_ids=[self.adapter.eos_token_id])
+                                seed=request.seed, stop_token_ids=[self.adapter.eos_token_id],
+                                stop=list(request.stop) or None)
         final = None
         async for output in self.llm.generate({"prompt_token_ids": ids}, params, request_id=f"chat-{id(job)}"):
             final = output
         assert final is not None
         new = [t for t in final.outputs[0].token_ids if t != self.adapter.eos_token_id]
         finish = "length" if final.outputs[0].finish_reason == "length" else "stop"
-        return Outcome(self.adapter.decode(new), finish, usage(len(ids), len(new)))
+        scan = StopText(request.stop)  # vLLM stopped at it; the ids still spell it
+        content = scan.cut(self.adapter.decode(new))
+        return Outcome(content, "stop" if scan.hit else finish, usage(len(ids), len(new)))
 
 
 __all__ = ["VLLMEngine"]
