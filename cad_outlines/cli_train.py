@@ -206,11 +206,11 @@ def _run_train(args: argparse.Namespace) -> int:
     if args.lora_layers < 0 or args.long_tokens < 0:
         raise UsageError("--lora-layers and --long-tokens must be >= 0")
     mix_settings = _mix_settings(args)
-    if args.init_adapter and not os.path.isdir(args.init_adapter):
-        from cad_outlines.tools.weights import adapter_dir
+    if args.init_adapter:
+        from cad_outlines.training.train import adapter_folder
 
-        try:
-            adapter_dir(args.init_adapter)
+        try:  # before the model loads
+            adapter_folder(args.init_adapter)
         except InputError as err:
             raise UsageError(f"--init-adapter: {err}") from None
     from tqdm.auto import tqdm

@@ -362,6 +362,14 @@ def settings_changed(kept: dict[str, Any], now: dict[str, Any]) -> list[str]:
     return changed
 
 
+def adapter_folder(name_or_dir: str) -> Path:
+    """An adapter's folder: ``name_or_dir`` itself when it is a folder (a run's
+    ``adapter/``), else the shipped adapter of that name (:class:`InputError` when none)."""
+    from ..tools.weights import adapter_dir
+
+    return Path(name_or_dir) if Path(name_or_dir).is_dir() else adapter_dir(name_or_dir)
+
+
 def _init_from(model: Any, cfg: TrainConfig) -> str:
     """Load ``cfg.init_adapter``'s weights into the fresh LoRA ``model``; their SHA-256.
 
@@ -372,9 +380,7 @@ def _init_from(model: Any, cfg: TrainConfig) -> str:
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
 
-    from ..tools.weights import adapter_dir
-
-    folder = Path(cfg.init_adapter) if Path(cfg.init_adapter).is_dir() else adapter_dir(cfg.init_adapter)
+    folder = adapter_folder(cfg.init_adapter)
     try:
         config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
         weights = folder / "adapter_model.safetensors"
