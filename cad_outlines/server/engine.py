@@ -196,8 +196,7 @@ class Engine:
             result, finish = err.result, "length"
         if request.stream and (rest := scan.release(text, final=True)):
             job.emit("chunk", rest)
-        content = scan.cut(text)
-        return edit_outcome(self.adapter, request, content, "stop" if scan.hit else finish, result)
+        return edit_outcome(self.adapter, request, *scan.end(text, finish), result)
 
     def chat_ids(self, messages: list[dict[str, str]]) -> list[int]:
         """The prompt ids of a plain chat (:func:`chat_ids`)."""
@@ -229,9 +228,9 @@ class Engine:
         new = out[0, len(ids):].tolist()
         finish = "stop" if new and new[-1] in stops else "length"
         new = [t for t in new if t not in stops]
-        content = streamer.scan.cut(self.adapter.decode(new))
+        content, finish = streamer.scan.end(self.adapter.decode(new), finish)
         streamer.flush(content, final=True)
-        return Outcome(content, "stop" if streamer.scan.hit else finish, usage(len(ids), len(new)))
+        return Outcome(content, finish, usage(len(ids), len(new)))
 
 
 def edit_usage(adapter: Any, document: str, content: str, result: Any) -> dict[str, Any]:

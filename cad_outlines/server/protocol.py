@@ -213,6 +213,12 @@ class StopText:
             return text[:min(found)[1]]
         return text
 
+    def end(self, text: str, finish: str) -> tuple[str, str]:
+        """The answer's text cut (:meth:`cut`) and its finish reason: ``"stop"`` where a
+        stop string ended it, else ``finish``."""
+        text = self.cut(text)
+        return text, "stop" if self.hit else finish
+
     def release(self, text: str, final: bool = False) -> str:
         """The part of ``text`` not released before that may go out now (``final``: the
         text is complete, nothing is held back)."""

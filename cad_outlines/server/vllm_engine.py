@@ -107,9 +107,8 @@ class VLLMEngine:
         else:  # the text of the complete ops: what the transformers engine would have streamed
             writer = DocumentView(request.document, self.adapter).writer()
             content, finish = writer.feed(result.ops, "") + writer.close(), "length"
-        scan = StopText(request.stop)  # cuts the text; the program was decoded to its end
-        content = scan.cut(content)
-        return edit_outcome(self.adapter, request, content, "stop" if scan.hit else finish, result)
+        # a stop string cuts the text; the program was decoded to its end
+        return edit_outcome(self.adapter, request, *StopText(request.stop).end(content, finish), result)
 
     async def _chat(self, job: Job) -> Outcome:
         from vllm import SamplingParams
@@ -126,9 +125,9 @@ class VLLMEngine:
         assert final is not None
         new = [t for t in final.outputs[0].token_ids if t != self.adapter.eos_token_id]
         finish = "length" if final.outputs[0].finish_reason == "length" else "stop"
-        scan = StopText(request.stop)  # vLLM stopped at it; the ids still spell it
-        content = scan.cut(self.adapter.decode(new))
-        return Outcome(content, "stop" if scan.hit else finish, usage(len(ids), len(new)))
+        # vLLM stopped at a stop string; the ids still spell it
+        content, finish = StopText(request.stop).end(self.adapter.decode(new), finish)
+        return Outcome(content, finish, usage(len(ids), len(new)))
 
 
 __all__ = ["VLLMEngine"]
