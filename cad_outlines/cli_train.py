@@ -152,7 +152,7 @@ def _shares(text: str) -> tuple[tuple[str, float], ...]:
 def _mix_settings(args: argparse.Namespace) -> dict:
     """The v2 mix's settings given on the command line, checked (one line per mistake)."""
     from cad_outlines.training.edits import FORMS_V2
-    from cad_outlines.training.phrasings import KINDS_V2
+    from cad_outlines.training.phrasings import kind_weights
 
     settings: dict = {}
     if args.buckets is not None:
@@ -173,9 +173,10 @@ def _mix_settings(args: argparse.Namespace) -> dict:
             raise UsageError(f"--commit-share must be within 0..1, got {args.commit_share}")
         settings["commit_share"] = args.commit_share
     if args.kinds is not None:
-        unknown = [k for k, _ in args.kinds if k not in KINDS_V2]
-        if unknown:
-            raise UsageError(f"--kinds: unknown edit kind {unknown[0]!r} (known: {', '.join(KINDS_V2)})")
+        try:
+            kind_weights(args.kinds)
+        except ValueError as e:
+            raise UsageError(f"--kinds: {e}") from None
         settings["kinds"] = args.kinds
     for key, pairs in (("buckets", settings.get("buckets", ())), ("forms", settings.get("forms", ()))):
         if pairs and not sum(p[-1] for p in pairs) > 0:

@@ -374,14 +374,11 @@ def make_mix_v2(records_by_corpus: dict[str, list[dict]], cfg: MixV2Config, *,
     raising when the corpora run out of room (evaluation subsets of a small split).
     """
     from ..language.snippets import make_snippet, update_instruction
-    from .phrasings import KINDS_V2, make_edit, phrase
+    from .phrasings import kind_weights, make_edit, phrase
 
     rng = random.Random(f"v2:{cfg.seed}:{cfg.split}")
     corpora, files, pools, commits = _sources(records_by_corpus, cfg.split)
-    unknown = sorted(set(dict(cfg.kinds)) - set(KINDS_V2))
-    if unknown:
-        raise ValueError(f"unknown edit kinds {', '.join(unknown)} (known: {', '.join(KINDS_V2)})")
-    weights = {**KINDS_V2, **dict(cfg.kinds)}
+    weights = kind_weights(cfg.kinds)
     kinds, kind_weights = list(weights), list(weights.values())
     forms = dict(cfg.forms)
     synthetic_forms = [f for f in forms if f != "subject"]

@@ -15,9 +15,9 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
-__all__ = ["HELD_OUT_SHARE", "KINDS_V2", "Edit", "make_edit", "phrase", "templates"]
+__all__ = ["HELD_OUT_SHARE", "KINDS_V2", "Edit", "kind_weights", "make_edit", "phrase", "templates"]
 
 #: Share of each kind's templates held out of training (evaluation only).
 HELD_OUT_SHARE = 0.25
@@ -152,6 +152,16 @@ KINDS_V2: dict[str, float] = {
 #: The one sentence per kind of the first mix (the "templated" evaluation subset).
 V1_TEMPLATE = {"replace": 0, "insert_after": 0, "insert_before": 0, "delete": 0, "delete_span": 0,
                "change": 0, "rename": 0, "swap": 0, "identity": 0}
+
+
+def kind_weights(overrides: Iterable[tuple[str, float]] = ()) -> dict[str, float]:
+    """:data:`KINDS_V2` with ``overrides`` (kind, weight) applied; :class:`ValueError`
+    naming the unknown kinds, so the library and the CLI refuse the same mistakes."""
+    overrides = dict(overrides)
+    unknown = sorted(set(overrides) - set(KINDS_V2))
+    if unknown:
+        raise ValueError(f"unknown edit kinds {', '.join(unknown)} (known: {', '.join(KINDS_V2)})")
+    return {**KINDS_V2, **overrides}
 
 
 def templates(kind: str, held_out: bool) -> list[str]:
