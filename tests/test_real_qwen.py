@@ -118,9 +118,12 @@ def test_the_fine_tuned_model_applies_a_snippet_through_its_recorded_floor(real_
     from pathlib import Path
 
     from cad_outlines.language.snippets import update_of
+    from cad_outlines.tools.presets import REAL_PRESETS
+    from cad_outlines.tools.weights import adapter_dir
 
     model = real_qwen(FINE_TUNED)
-    assert model.model.config.cad_apply_floor == 0.001
+    recorded = json.loads((adapter_dir(REAL_PRESETS[FINE_TUNED].adapter) / "apply.json").read_text())
+    assert model.model.config.cad_apply_floor == recorded["follow_prediction"] > 0
     dev = Path(__file__).parent.parent / "docs/bench/quality_v2_qwen/dev_snippets.jsonl"
     case = next(c for c in map(json.loads, dev.read_text().splitlines()) if c["id"] == "dev_snippets-002")
     editor = cad(model, case["doc"], max_new_tokens=256)
