@@ -19,7 +19,6 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 adapters=cad_outlines/data/adapters
 aside=.adapters-aside
-limit=$((64 * 1024 * 1024))
 
 exclude=.git/info/exclude
 mkdir -p .git/info
@@ -52,18 +51,6 @@ if [[ -d "$adapters" ]]; then
 fi
 
 # What travels: the files of the working tree that exist (the adapters moved aside are
-# tracked but absent) and the carried wheels, measured as tests/test_repository.py does.
-python3 - "$limit" <<'PY' || exit 1
-import subprocess, sys
-from pathlib import Path
-listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                        capture_output=True, check=True).stdout.decode("utf-8", "surrogateescape").split("\0")
-tree = sum(p.lstat().st_size for p in map(Path, filter(None, listed)) if p.is_symlink() or p.is_file())
-whl = sum(p.stat().st_size for p in Path(".whl").glob("*.whl"))
-m = 2 ** 20
-print(f"gpu_pack: working tree {tree / m:.1f} MiB + .whl {whl / m:.1f} MiB = {(tree + whl) / m:.1f} MiB "
-      f"(limit {int(sys.argv[1]) // m} MiB)", file=sys.stderr)
-if tree + whl >= int(sys.argv[1]):
-    sys.exit("gpu_pack: too large to travel")
-PY
+# tracked but absent) and the carried wheels (scripts/tree_size.py, as the tests measure it).
+python3 scripts/tree_size.py --plus '.whl/*.whl' || { echo "gpu_pack: too large to travel" >&2; exit 1; }
 echo "gpu_pack: ready; run scripts/gpu_pack.sh --restore after the device calls" >&2
