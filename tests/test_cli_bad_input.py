@@ -176,3 +176,10 @@ def test_an_interrupt_after_the_output_is_in_place_reports_it_written(capsys, tm
     monkeypatch.setattr(files, "atomic_write", lambda path, text: (_ for _ in ()).throw(KeyboardInterrupt()))
     code, _, err = run(capsys, ["apply", prog, doc, "-o", tmp_path / "other.txt"])
     assert code == 130 and not (tmp_path / "other.txt").exists()  # Ctrl-C: 128 + SIGINT
+
+
+def test_bench_quality_names_a_cases_file_it_cannot_read(capsys, tmp_path):
+    missing = tmp_path / "cases.jsonl"
+    code, _, err = run(capsys, ["bench", "quality", "--cases", missing, "--configs", "cad"])
+    assert code == 2 and one_line(err), err
+    assert f"--cases {missing}: cannot read it (No such file or directory)" in err

@@ -171,7 +171,10 @@ def load_eval_cases(path: str | None = None) -> list[Case]:
         name = "eval_edits.jsonl" if path is None else "eval_v2.jsonl"
         text = resources.files("cad_outlines.data").joinpath(name).read_text("utf-8")
     else:
-        text = read_text(path)
+        try:
+            text = read_text(path)
+        except OSError as err:
+            raise InputError(f"--cases {path}: cannot read it ({err.strerror or err})") from None
     cases = []
     for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
