@@ -232,3 +232,17 @@ def test_a_program_file_ending_in_a_newline_is_read_alike_by_apply_and_edit(tmp_
     edit_err = capsys.readouterr().err
     where = apply_err.split(f"{broken}: ", 1)[1]
     assert where.startswith("line 2, column 26:") and where in edit_err  # the same message
+
+
+def test_a_file_whose_copy_cannot_fit_the_context_is_refused_by_name_before_the_prefill(tmp_path, capsys,
+                                                                                         monkeypatch):
+    from cad_outlines.decoding.runner import TransformersRunner
+
+    monkeypatch.setattr(TransformersRunner, "forward", lambda *a, **k: pytest.fail("a forward ran"))
+    big = tmp_path / "big.py"
+    big.write_text("x = 1\n" * 2500, encoding="utf-8")  # its prompt fits tiny-qwen's 32,768 positions
+    assert edit(big, "--instruction", "Change 1 to 2.", "-i") == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after the loading status
+    assert err.startswith(f"cad-outlines edit: error: {big}: the prompt is"), err
+    assert "an edit that keeps the document cannot finish" in err and "Traceback" not in err
+    assert big.read_text(encoding="utf-8") == "x = 1\n" * 2500

@@ -221,6 +221,38 @@ def test_prompt_longer_than_the_context_fails_before_any_forward(monkeypatch, ti
     assert CaDGenerator(model, "a\nb").run("x", force_program='<program><copy lines="1-2"/></program>').document == "a\nb"
 
 
+def test_a_document_whose_copy_cannot_fit_beside_the_prompt_fails_before_any_forward(monkeypatch, tiny_model):
+    """The prompt fits, but the prompt and a copy of the whole document do not: no edit
+    that keeps the document can finish, so it is refused before the prefill; with room
+    for the program's tags as well, the same edit runs to the end."""
+    from cad_outlines.decoding.generator import ContextLengthError
+
+    model = tiny_model("tiny-qwen")
+    doc = "".join(f"value_{i} = {i}\n" for i in range(30))
+    gen = CaDGenerator(model, doc)
+    program = f'<program><copy lines="1-{gen.view.upper}"/></program>'  # 31: the empty line after the last newline
+    result = gen.run("x", force_program=program)
+    needed = result.stats.prompt_tokens + gen.view.whole_copy_tokens
+    assert result.document == doc and gen.view.whole_copy_tokens == result.stats.copied_tokens
+    assert result.stats.program_tokens > 0  # the tags take positions beyond `needed`
+    regen_needed = gen.regenerate("x", target=doc).stats.prompt_tokens + gen.view.whole_copy_tokens
+
+    gen = CaDGenerator(model, doc)
+    monkeypatch.setattr(gen.runner, "max_positions", needed - 1)  # the config's value, as the runner read it
+    monkeypatch.setattr(gen.runner, "forward", lambda *a, **k: pytest.fail("a forward ran"))
+    with pytest.raises(ContextLengthError, match=rf"the prompt is {result.stats.prompt_tokens} tokens and a copy "
+                       rf"of the whole document {gen.view.whole_copy_tokens} more, past the model's context of "
+                       rf"{needed - 1} positions .* cannot finish: the document \({len(doc)} characters\)"):
+        gen.run("x", force_program=program)
+    monkeypatch.setattr(gen.runner, "max_positions", regen_needed - 1)  # the plain prompt is shorter
+    with pytest.raises(ContextLengthError, match="cannot finish"):
+        gen.regenerate("x")
+    monkeypatch.undo()  # forwards again
+    used = result.stats.prompt_tokens + result.stats.program_tokens + result.stats.copied_tokens
+    monkeypatch.setattr(gen.runner, "max_positions", used)
+    assert gen.run("x", force_program=program).document == doc
+
+
 # budget, streaming, baseline, token granularity --------------------------------------
 
 def test_budget_exhaustion_returns_complete_ops_only(tiny_model):

@@ -106,7 +106,9 @@ def test_decoding_stops_at_the_models_context_instead_of_running_past_it(tiny_mo
         runner = ObservedRunner(TransformersRunner(model.model), lambda width, rows, seconds: widths.append(width))
         gen = cad(model, DOC, temperature=1.0, seed=0, max_new_tokens=400, draft_tags=False,
                   runner=runner)
-        limit = len(gen._prompt_ids("Edit this file.")) + 20  # as if the model's context ended there
+        # as if the model's context ended there: room for a copy of the document (or the
+        # edit would be refused before the prefill) and 20 positions more
+        limit = len(gen._prompt_ids("Edit this file.")) + gen.view.whole_copy_tokens + 20
         runner.max_positions = limit
         result = gen.run("Edit this file.", force_program=force)
         assert result.stats.stop_reason == "context", result.program

@@ -349,6 +349,8 @@ CASES = [
     ("wrong method", "GET", "/v1/chat/completions", None, 405, None),
     ("document past the context", "POST", "/v1/chat/completions",
      {**BASE, "prediction": {"type": "content", "content": "x = 1\n" * 20000}}, 413, "messages"),
+    ("document whose copy does not fit beside the prompt", "POST", "/v1/chat/completions",
+     {**BASE, "prediction": {"type": "content", "content": "x = 1\n" * 2500}}, 413, "messages"),
 ]
 
 

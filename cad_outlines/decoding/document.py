@@ -107,6 +107,14 @@ class DocumentView:
         also a character boundary (a token copy never splits a character)."""
         return copy_indices(self.granularity, self.upper, self.inside)
 
+    @cached_property
+    def whole_copy_tokens(self) -> int:
+        """The tokens a copy of the whole document splices: the positions beyond the prompt
+        that any edit keeping the document needs (regenerating it needs about as many)."""
+        if self.granularity == "lines":
+            return len(self.adapter.copy_ids(self.lines)) if self.upper else 0
+        return self.upper
+
     def span_ids(self, op: Op) -> list[int]:
         """The ids a copy op splices into the context (the adapter's layout rule for lines)."""
         if isinstance(op, Copy):

@@ -393,7 +393,7 @@ class CaDGenerator(SteerableGenerator):
 
         prompt_ids = self._prompt_ids(prompt, plain_prompt)
         stats.prompt_tokens = len(prompt_ids)
-        limit = context_limit(self.runner, len(prompt_ids), len(self.view.text))
+        limit = context_limit(self.runner, len(prompt_ids), self.view)
         # The ids the model has seen (prompt + everything appended), for the repetition
         # penalty, as transformers' generate gives it; kept only when the sampler needs it.
         seen = list(prompt_ids) if sampler.needs_context else None

@@ -17,21 +17,29 @@ __all__ = ["CaDResult", "CaDStats", "ContextLengthError", "ForcedProgramError", 
            "ProgressCallback", "UnsupportedModelError", "check_model"]
 
 
-def context_limit(runner: Any, prompt_tokens: int, document_chars: int) -> int | None:
+def context_limit(runner: Any, prompt_tokens: int, view: Any) -> int | None:
     """The runner's context length (``None``: no limit); fails before any forward when
-    the prompt leaves no position for the program.
+    no edit that keeps the document (``view``, a :class:`~.document.DocumentView`) can
+    finish: when the prompt and a copy of the whole document do not fit together.
 
     Past ``max_position_embeddings`` a model's positions are untrained (or out of its
-    rotary table); decoding there would produce garbage, slowly.
+    rotary table); decoding there would produce garbage, slowly, and copied lines take
+    positions too. An edit that deletes most of such a document is refused with the rest:
+    finding out otherwise costs the prompt's prefill and, for most edits, the whole run.
     """
     limit = getattr(runner, "max_positions", None)
     if not isinstance(limit, int):
         return None
+    advice = (f"the document ({len(view.text)} characters) is too long for this model; "
+              "split it or use a model with a longer context")
     if prompt_tokens >= limit:
+        raise ContextLengthError(f"the prompt is {prompt_tokens} tokens but the model's context is {limit} "
+                                 f"positions (max_position_embeddings): {advice}")
+    if prompt_tokens + view.whole_copy_tokens > limit:
         raise ContextLengthError(
-            f"the prompt is {prompt_tokens} tokens but the model's context is {limit} positions "
-            f"(max_position_embeddings): the document ({document_chars} characters) is "
-            "too long for this model; split it or use a model with a longer context")
+            f"the prompt is {prompt_tokens} tokens and a copy of the whole document {view.whole_copy_tokens} "
+            f"more, past the model's context of {limit} positions (max_position_embeddings), so an edit "
+            f"that keeps the document cannot finish: {advice}")
     return limit
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from ..decoding.defaults import DEFAULT_MAX_NEW_TOKENS, MODEL_FLOOR, check_engine_floor, explicit_floor
-from ..errors import InputError
+from ..errors import ContextLengthError, InputError
 from ..language.program import repeated_lines
 from .calibration import AUTO, NO_COST_ON_VLLM, forward_cost_for, load_forward_cost
 from .diffs import line_summary
@@ -249,6 +249,8 @@ def edit_with_transformers(model: Any, documents: dict[str, str], instruction: s
             except ResolveError as err:  # a complete program whose copies do not resolve
                 yield _unresolved(name, document, err)
                 continue
+            except ContextLengthError as err:  # input, refused before the prefill: say which file
+                raise ContextLengthError(f"{name}: {err}") from None
         yield judge(name, document, result, options)
 
 
