@@ -234,6 +234,61 @@ def test_seeded_sampling_is_reproducible(family, splice):
     assert first.program.startswith(syntax.PROGRAM_OPEN)
 
 
+def _lines_where(editor, holds) -> int:
+    """The fewest lines ``x = 1`` (in steps of 10) whose ``_sizes`` satisfy ``holds``
+    (each family's tokenizer packs them differently)."""
+    return next(n for n in range(10, 4000, 10) if holds(*_sizes(editor, "x = 1\n" * n)))
+
+
+def _sizes(editor, doc: str) -> tuple[int, int, int]:
+    """The CaD prompt, the plain prompt and a whole copy of ``doc``, in tokens."""
+    from cad_outlines.decoding.document import DocumentView
+
+    view = DocumentView(doc, editor.adapter)
+    prompt = editor.adapter.prompt_ids(view.text, "edit", "lines", style=editor.prompt_style)
+    return len(prompt), len(editor.adapter.plain_prompt_ids(view.text, "edit")), view.whole_copy_tokens
+
+
+@SPLICES
+def test_an_edit_that_cannot_fit_max_model_len_is_refused_before_its_first_request(family, splice):
+    """As on transformers: the prompt fits the engine's 8,192 positions but the prompt and a
+    copy of the document do not, so no edit keeping it can finish: refused, no request sent."""
+    from cad_outlines.errors import ContextLengthError
+
+    llm, _ = family
+    editor = cad_vllm.VLLMEditor(llm, splice=splice)
+    doc = "x = 1\n" * _lines_where(editor, lambda prompt, plain, copy: prompt + copy > 8192)
+    prompt, _, copy = _sizes(editor, doc)
+    assert prompt < 8192 < prompt + copy, (prompt, copy)  # the case this test is about
+    with pytest.raises(ContextLengthError, match="an edit that keeps the document cannot finish"):
+        editor.run(doc, "edit")
+    too_long = "x = 1\n" * _lines_where(editor, lambda prompt, plain, copy: plain + copy > 8192)
+    _, plain, copy = _sizes(editor, too_long)
+    assert plain < 8192 < plain + copy, (plain, copy)
+    with pytest.raises(ContextLengthError):  # the baseline retypes it: refused alike
+        editor.regenerate_many([(too_long, "edit")], progress=False)
+    assert not llm.llm_engine.has_unfinished_requests()
+
+
+@SPLICES
+def test_copies_that_would_cross_max_model_len_stop_the_edit_flagged_incomplete(family, splice):
+    """A program copying the document twice: the first copy fits, the second's span would
+    carry the context past max_model_len, so the edit stops once it is chosen, incomplete,
+    instead of sending vLLM a request it refuses."""
+    llm, _ = family
+    editor = cad_vllm.VLLMEditor(llm, splice=splice)
+    lines = _lines_where(editor, lambda prompt, plain, copy: prompt + 2 * copy > 8192)
+    doc = "x = 1\n" * lines
+    prompt, _, copy = _sizes(editor, doc)
+    assert prompt + copy + 40 < 8192 < prompt + 2 * copy, (prompt, copy)
+    twice = f'<program><copy lines="1-{lines + 1}"/><copy lines="1-{lines + 1}"/></program>'
+    result = editor.run(doc, "edit", force_program=twice)
+    assert not result.complete and result.document is None
+    assert result.stats.stopped_early and result.stats.stop_reason == "context"
+    assert result.ops == program.parse(twice)
+    assert not llm.llm_engine.has_unfinished_requests()
+
+
 def test_not_an_engine_is_a_clear_error():
     with pytest.raises(cad_vllm.EngineSetupError, match="expected a vLLM LLM"):
         cad_vllm.VLLMEditor(object())
@@ -345,6 +400,23 @@ def test_cli_folder_vllm_cannot_load_is_a_usage_error(tmp_path, capsys):
     assert "Traceback" not in err and src.read_text(encoding="utf-8") == "x = 1\n"
 
 
+def test_cli_names_the_file_that_cannot_fit_max_model_len_and_writes_nothing(tmp_path, capsys):
+    from cad_outlines.cli import main
+
+    folder = models.save("tiny-qwen", tmp_path / "tiny-qwen", tokenizer_root=TOKENIZERS, config=HEADS)
+    small, big = tmp_path / "small.py", tmp_path / "big.py"
+    small.write_text(DOC, encoding="utf-8")
+    big.write_text("x = 1\n" * 700, encoding="utf-8")  # prompt fits 8,192; prompt and a copy do not
+    assert main(["edit", str(small), str(big), "--instruction", "x", "--engine", "vllm", "--model", str(folder),
+                 "--dtype", "float32", "--kv-cache-gib", "0.25", "--max-model-len", "8192", "-i", "-q"]) == 2
+    err = capsys.readouterr().err
+    line = err.strip().splitlines()[-1]  # after the model's loading output
+    assert line.startswith(f"cad-outlines edit: error: {big}: the prompt is"), err
+    assert "positions (max_model_len), so an edit that keeps the document cannot finish" in line
+    assert "Traceback" not in err
+    assert small.read_text(encoding="utf-8") == DOC and big.read_text(encoding="utf-8") == "x = 1\n" * 700
+
+
 def test_the_editor_checks_sampling_like_the_loop_and_refuses_what_it_cannot_honour():
     from cad_outlines.decoding.sampler import OptionError
 
@@ -367,7 +439,12 @@ def test_the_editor_checks_sampling_like_the_loop_and_refuses_what_it_cannot_hon
 
 def test_bench_serve_runs_every_row_on_a_tiny_model(tmp_path):
     """``bench serve`` end to end (both engines, every row, the report), two small edits:
-    the benchmark's own code paths, not its numbers."""
+    the benchmark's own code paths, not its numbers.
+
+    Kept last in this file: after its engines, an ``LLM`` started in the same process failed
+    in vLLM 0.32's CPU kernel registration (``register_triton_kernel_overrides``:
+    ``'_lib_fn_wrapper' object has no attribute 'get'``); each CLI command is a process
+    of its own, so users do not meet it."""
     from cad_outlines.bench.serve import ServeConfig, run_serve
     from cad_outlines.bench.serve_report import format_serve
 
@@ -382,3 +459,4 @@ def test_bench_serve_runs_every_row_on_a_tiny_model(tmp_path):
     assert runs["cad-session"]["requests"] == runs["cad-session"]["splices"] + 2
     assert runs["cad-session"]["prefill_computed"] < runs["cad"]["prefill_computed"]
     assert "one session per edit" in format_serve(record)
+

@@ -30,15 +30,16 @@ def context_limit(runner: Any, prompt_tokens: int, view: Any) -> int | None:
     limit = getattr(runner, "max_positions", None)
     if not isinstance(limit, int):
         return None
+    setting = getattr(runner, "max_positions_setting", "max_position_embeddings")  # vLLM's: max_model_len
     advice = (f"the document ({len(view.text)} characters) is too long for this model; "
               "split it or use a model with a longer context")
     if prompt_tokens >= limit:
         raise ContextLengthError(f"the prompt is {prompt_tokens} tokens but the model's context is {limit} "
-                                 f"positions (max_position_embeddings): {advice}")
+                                 f"positions ({setting}): {advice}")
     if prompt_tokens + view.whole_copy_tokens > limit:
         raise ContextLengthError(
             f"the prompt is {prompt_tokens} tokens and a copy of the whole document {view.whole_copy_tokens} "
-            f"more, past the model's context of {limit} positions (max_position_embeddings), so an edit "
+            f"more, past the model's context of {limit} positions ({setting}), so an edit "
             f"that keeps the document cannot finish: {advice}")
     return limit
 

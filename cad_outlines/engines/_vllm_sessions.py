@@ -10,8 +10,8 @@ vLLM discards, and the span is the session's next input, appended to the KV the 
 kept. :class:`RegenSession` is the regeneration baseline, one request per edit.
 
 The editor is duck-typed (``adapter``, ``granularity``, ``prompt_style``, ``sampling``,
-``max_new_tokens``, ``block_size``, ``mode``, ``splice``) so this module does not import
-its driver.
+``max_new_tokens``, ``block_size``, ``max_positions``, ``mode``, ``splice``) so this module
+does not import its driver.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..decoding.compiling import compile_grammar
 from ..decoding.constraint import ProgramConstraint
 from ..decoding.document import DocumentView
 from ..decoding.forcing import forced_ids, forced_rejected
-from ..decoding.results import CaDResult
+from ..decoding.results import CaDResult, context_limit
 from ..language import program, syntax
 from ..language.program import Copy, Op
 from ._vllm_processor import EXTRA_KEY
@@ -58,6 +58,8 @@ class EditSession:
             compile_grammar(adapter.tokenizer, self.upper, self.granularity), self.view.indices,
             monotone=editor.monotone)
         prompt = adapter.prompt_ids(self.view.text, instruction, self.granularity, style=editor.prompt_style)
+        #: the engine's context; refused here when no edit keeping the document fits in it
+        self.limit = context_limit(editor, len(prompt), self.view)
         self.context: list[int] = list(prompt)
         self.program_ids: list[int] = []
         self.forced: list[int] | None = None
@@ -92,6 +94,14 @@ class EditSession:
         if budget <= 0:
             self.stats.stopped_early, self.stats.stop_reason = True, "max_new_tokens"
             return self._finish()
+        if self.limit is not None:
+            # vLLM refuses a prompt past max_model_len: stop, flagged incomplete, where
+            # the spliced context leaves no room for another token
+            room = self.limit - len(self.context)
+            if room < 1:
+                self.stats.stopped_early, self.stats.stop_reason = True, "context"
+                return self._finish()
+            budget = min(budget, room)
         args: dict[str, Any] = {"upper": self.upper, "granularity": self.granularity,
                                 "replay": list(self.program_ids), "eos": self.adapter.eos_token_id}
         if self.view.inside:  # the engine-side constraint keeps token copies whole characters too
@@ -194,6 +204,8 @@ class RegenSession:
         prompt = (adapter.plain_prompt_ids(view.text, instruction, editor.prompt_style) if layout == "plain" else
                   adapter.prompt_ids(view.text, instruction, editor.granularity, style=editor.prompt_style))
         self.prompt = prompt
+        limit = context_limit(editor, len(prompt), view)  # refuses a document that cannot be retyped
+        self.room = None if limit is None else limit - len(prompt)
         eos = adapter.eos_token_id
         self.forced = adapter.encode(target) + [eos] if target is not None else None
         self.stats = VLLMStats(prompt_tokens=len(prompt))
@@ -208,6 +220,8 @@ class RegenSession:
             return None
         editor, eos = self.editor, self.adapter.eos_token_id
         budget = len(self.forced) if self.forced is not None else editor.max_new_tokens
+        if self.room is not None:
+            budget = min(budget, self.room)
         extra = {EXTRA_KEY: {"eos": eos, "force": self.forced}} if self.forced is not None else None
         sampling = editor.sampling
         params = SamplingParams(max_tokens=budget, temperature=sampling.temperature, top_p=sampling.top_p,
@@ -232,7 +246,8 @@ class RegenSession:
             ids.pop()
         stats.decoded_tokens += len(ids)
         stats.stopped_early = not self._ended
-        stats.stop_reason = "" if self._ended else "max_new_tokens"
+        capped = self.room is not None and len(ids) >= self.room  # the engine's context, not the budget
+        stats.stop_reason = "" if self._ended else "context" if capped else "max_new_tokens"
         self.text = self.adapter.decode(ids)
 
     def result(self) -> CaDResult:

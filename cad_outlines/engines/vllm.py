@@ -69,7 +69,7 @@ from ..decoding.results import CaDResult, IncompleteProgramError
 from ..language.grammar import Granularity
 from ..language.program import Op
 from ._vllm_processor import EXTRA_KEY, CaDLogitsProcessor
-from ..errors import EngineSetupError, ResolveError
+from ..errors import ContextLengthError, EngineSetupError, ResolveError
 from ._vllm_sessions import EditSession, RegenSession, Splice, add_session_input
 from ._vllm_stats import VLLMStats
 
@@ -200,6 +200,11 @@ class VLLMEditor:
         self.adapter = adapter if isinstance(adapter, Adapter) else get_adapter(tokenizer, adapter)
         config = engine.llm_engine.vllm_config if isinstance(engine, LLM) else engine.vllm_config
         self.block_size: int = config.cache_config.block_size
+        #: The engine's context (``max_model_len``): an edit that cannot fit in it is
+        #: refused before its first request and stops, incomplete, where it would cross it
+        #: (as on transformers, whose runner reads ``max_position_embeddings``).
+        self.max_positions: int = engine.model_config.max_model_len
+        self.max_positions_setting = "max_model_len"  # what error messages call it
         self.prompt_style = style_for(prompt_style, engine.model_config.hf_config, granularity)
         #: Copies start after the previous copy's end, for a model trained on oracle
         #: programs (as ``LoopSwitches(monotone_copies="model")`` on transformers).
@@ -270,7 +275,14 @@ class VLLMEditor:
     def _sessions(self, edits: Sequence[tuple[str, str]],
                   force_programs: Sequence[str | Sequence[Op] | None] | None) -> list["EditSession"]:
         forced = _per_edit(force_programs, edits, "forced programs")
-        return [EditSession(self, doc, instruction, force) for (doc, instruction), force in zip(edits, forced)]
+        sessions = []
+        for number, ((doc, instruction), force) in enumerate(zip(edits, forced)):
+            try:
+                sessions.append(EditSession(self, doc, instruction, force))
+            except ContextLengthError as err:  # before any request: say which edit
+                err.edit = number
+                raise
+        return sessions
 
     def regenerate_many(self, edits: Sequence[tuple[str, str]], *,
                         targets: Sequence[str | None] | None = None,

@@ -290,6 +290,8 @@ def edit_with_vllm(model_dir: str, documents: dict[str, str], instruction: str, 
         results = cad_vllm.edit_many(editor, [(document, instruction) for document in documents.values()],
                                      force_programs=[forced] * len(documents), progress=progress,
                                      return_exceptions=True)
+    except ContextLengthError as err:  # refused before any request; the engine says which edit
+        raise ContextLengthError(f"{list(documents)[getattr(err, 'edit', 0)]}: {err}") from None
     finally:
         llm.llm_engine.engine_core.shutdown()
     return [_unresolved(name, document, result) if isinstance(result, ResolveError)
