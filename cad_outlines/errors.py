@@ -171,7 +171,12 @@ class ForcedProgramError(InputError):
 
 
 class ContextLengthError(InputError):
-    """A prompt that does not fit the model's context (``max_position_embeddings``)."""
+    """A prompt, or a prompt and a copy of the whole document, that does not fit the
+    model's context (``max_position_embeddings``; on vLLM ``max_model_len``)."""
+
+    #: Which of several edits it refused (0-based), where one call ran many
+    #: (``VLLMEditor.run_many``); ``None`` otherwise.
+    edit: int | None = None
 
 
 class SFTError(InputError):

@@ -158,6 +158,10 @@ class VLLMEditor:
     ------
     EngineSetupError
         If ``engine`` is not a vLLM engine or lacks :class:`CaDLogitsProcessor`.
+
+    An edit whose prompt and a copy of its whole document do not fit ``max_model_len`` is
+    refused before its first request (:class:`~cad_outlines.errors.ContextLengthError`,
+    ``.edit`` naming which of a ``run_many`` call's edits).
     """
 
     def __init__(self, engine: Any, *, granularity: Granularity = "lines",

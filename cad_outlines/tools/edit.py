@@ -291,7 +291,7 @@ def edit_with_vllm(model_dir: str, documents: dict[str, str], instruction: str, 
                                      force_programs=[forced] * len(documents), progress=progress,
                                      return_exceptions=True)
     except ContextLengthError as err:  # refused before any request; the engine says which edit
-        raise ContextLengthError(f"{list(documents)[getattr(err, 'edit', 0)]}: {err}") from None
+        raise ContextLengthError(f"{list(documents)[err.edit or 0]}: {err}") from None
     finally:
         llm.llm_engine.engine_core.shutdown()
     return [_unresolved(name, document, result) if isinstance(result, ResolveError)
