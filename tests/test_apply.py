@@ -148,6 +148,24 @@ def test_edit_update_drafts_the_snippets_merge(tmp_path, shared_tiny):
     assert runs[1].result.stats.forward_passes < runs[0].result.stats.forward_passes
 
 
+def test_edit_update_says_when_the_snippet_has_no_merge(tmp_path, capsys, shared_tiny):
+    """New lines between two markers with no line of the file beside them cannot be placed
+    literally: the model applies the snippet alone, and the user is told so (not under -q)."""
+    src, snippet, prog = tmp_path / "stats.py", tmp_path / "u.py", tmp_path / "p.prog"
+    src.write_text(DOC, encoding="utf-8")
+    prog.write_text(PROGRAM, encoding="utf-8")
+    base = ["edit", str(src), "--preset", "tiny-qwen", "--force-program", str(prog), "-o", str(tmp_path / "o.py")]
+    unplaced = "# ... existing code ...\n    if not xs:\n        raise ValueError('empty')\n# ... existing code ...\n"
+    for text, told in ((unplaced, True), (UPDATE, False)):
+        snippet.write_text(text, encoding="utf-8")
+        assert main([*base, "--update", str(snippet)]) == 0
+        err = capsys.readouterr().err
+        assert (f"{src}: the snippet cannot be placed by its own lines" in err) is told, err
+    snippet.write_text(unplaced, encoding="utf-8")
+    assert main([*base, "--update", str(snippet), "-q"]) == 0
+    assert "cannot be placed" not in capsys.readouterr().err
+
+
 def test_edit_update_can_follow_the_merge(tmp_path, capsys, shared_tiny):
     """--follow-prediction: the merge is a prior; a floor no allowed token falls under
     makes even a random-weight model write it; bad values and a missing snippet are one line."""

@@ -23,6 +23,11 @@ __all__ = ["EditJob", "EditOptions", "EditOutcome", "check_forced", "edit_with_t
            "judge", "load_model", "load_model_and_cost", "run_edit"]
 
 Status = Callable[[str], None]
+#: What ``edit --update`` says when the snippet has no literal merge into the file.
+UNPLACED_SNIPPET = ("the snippet cannot be placed by its own lines (each stretch between markers needs its "
+                    "first and last lines in the file, in order), so the model applies it without the merge "
+                    "as a prior, which is far less reliable: check the diff, or give each change a few "
+                    "unchanged lines of context")
 
 
 def _quiet(_: str) -> None:
@@ -95,7 +100,7 @@ def run_edit(job: EditJob, *, progress: bool = False, status: Status = _quiet) -
                                       forward_cost=job.forward_cost_file, status=status)
     options = dataclasses.replace(job.options, forward_cost=cost) if cost is not None else job.options
     return edit_with_transformers(model, job.documents, job.instruction, options, forced=forced,
-                                  progress=progress, update=job.update)
+                                  progress=progress, update=job.update, status=status)
 
 
 def _read(path: str) -> str:
@@ -219,7 +224,7 @@ def load_model_and_cost(*, preset: str | None, model: str | None, device: str = 
 
 def edit_with_transformers(model: Any, documents: dict[str, str], instruction: str, options: EditOptions, *,
                            forced: str | None = None, progress: bool = False,
-                           update: str | None = None) -> Iterator[EditOutcome]:
+                           update: str | None = None, status: Status = _quiet) -> Iterator[EditOutcome]:
     """Decode each file in turn with :class:`CaDGenerator`; yield each verdict as it is reached.
 
     ``update``: the snippet ``instruction`` was made from; its literal merge into each file
@@ -245,6 +250,8 @@ def edit_with_transformers(model: Any, documents: dict[str, str], instruction: s
         with DecodeProgress(name, options.max_new_tokens, enabled=progress) as bar:
             try:
                 prediction = generator.predicted(update) if update is not None else None
+                if update is not None and prediction is None:
+                    status(f"{name}: {UNPLACED_SNIPPET}")
                 result = generator.run(instruction, force_program=forced, progress=bar, prediction=prediction)
             except ResolveError as err:  # a complete program whose copies do not resolve
                 yield _unresolved(name, document, err)
