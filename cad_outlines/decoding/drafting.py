@@ -187,6 +187,16 @@ class Drafter:
         text, at_copy = self._plan_after(pending, ops)
         return at_copy and text == pending
 
+    def plan_ids(self, pending: str, ops: Sequence[Op], encode: Callable[[str], list[int]]) -> list[int]:
+        """The plan's next tokens from ``pending`` (``encode``: the model's tokenizer), the
+        close of a planned copy's tag included (one token or several: DeepSeek-Coder has
+        no ``"/>`` token); ``[]`` once the program left the plan. What a loop that follows
+        a prediction takes where the model agrees."""
+        if self.plan_closes(pending, ops):
+            return encode(syntax.COPY_CLOSE)
+        text = self.predict(pending, ops)
+        return encode(text) if text and self.kind == "plan" else []
+
     def _plan_after(self, pending: str, ops: Sequence[Op]) -> tuple[str | None, bool]:
         """The plan's text from the start of ``pending`` up to the next copy's end index,
         and whether it stops at one (``False``: it runs to the program's end); ``None``

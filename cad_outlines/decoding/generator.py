@@ -555,12 +555,9 @@ class CaDGenerator(SteerableGenerator):
         """The prediction's next token: the pending draft's first, or (a draft used up)
         the first of what the plan says next, the close of a planned copy's tag included;
         ``None`` once the program left the plan."""
-        if drafter.plan_closes(constraint.pending, constraint.ops):  # digits may be drafted beside it
-            return self.compiled.table.closers.get(syntax.COPY_CLOSE.encode())
-        if len(draft):
-            return draft.next_id() if draft.kind == "plan" else None
-        text = drafter.predict(constraint.pending, constraint.ops)
-        ids = self.adapter.encode(text) if text and drafter.kind == "plan" else []
+        if len(draft) and not drafter.plan_closes(constraint.pending, constraint.ops):
+            return draft.next_id() if draft.kind == "plan" else None  # digits may be drafted beside a close
+        ids = drafter.plan_ids(constraint.pending, constraint.ops, self.adapter.encode)
         return ids[0] if ids else None
 
     def _propose(self, constraint: ProgramConstraint, stats: CaDStats, width: int,
