@@ -184,10 +184,10 @@ def test_edit_update_can_follow_the_merge(tmp_path, capsys, shared_tiny):
             f"argument --follow-prediction: must be a number in (0, 1], 'model' or 'off', got {value}")
     assert main([*base, "--instruction", "x", "--follow-prediction", "0.05"]) == 2
     assert "--follow-prediction needs --update" in capsys.readouterr().err
-    # vLLM drafts nothing: a number there is refused before any engine loads
+    # vLLM takes the floor too (tests/test_vllm.py runs it): here the folder is what is refused
     vllm = ["edit", str(src), "--engine", "vllm", "--model", str(tmp_path), "-q", "--update", str(snippet)]
     assert main([*vllm, "--follow-prediction", "0.05"]) == 2
-    assert capsys.readouterr().err.strip().endswith("--follow-prediction runs on the transformers engine only")
+    assert "follow-prediction" not in capsys.readouterr().err
     # 'model' and 'off' need no snippet: tiny-qwen records no floor, so both leave the merge a draft
     for value in ("model", "off"):
         assert main([*base, "--instruction", "x", "--follow-prediction", value, "--max-new-tokens", "8"]) in (0, 1)

@@ -25,7 +25,7 @@ def _fake_vllm(monkeypatch, results):
                 def shutdown():
                     calls["shutdown"] = True
 
-    def edit_many(editor, edits, *, force_programs, progress, return_exceptions=False):
+    def edit_many(editor, edits, *, force_programs, progress, predictions=None, return_exceptions=False):
         calls["edits"], calls["return_exceptions"] = edits, return_exceptions
         if not return_exceptions:
             for result in results:

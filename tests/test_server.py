@@ -195,7 +195,22 @@ def test_apply_form_message_is_an_edit(tiny_server, tiny_model):
         model="tiny-qwen", messages=[{"role": "user", "content": message}], max_tokens=20)
     expected = in_process(tiny_model("tiny-qwen"), DOC, update_prompt(UPDATE, "guard it"), max_new_tokens=20)
     assert (reply.choices[0].message.content, reply.choices[0].finish_reason) == expected
-    assert reply.model_extra["cad"]["form"] == "apply"
+    assert reply.model_extra["cad"]["form"] == "apply" and reply.model_extra["cad"]["merged"] is True
+
+
+def test_apply_form_says_when_the_snippet_has_no_merge(tiny_server):
+    """A snippet whose new lines have nothing of the file beside them cannot be merged:
+    the model applies it alone, and ``cad.merged`` says so (``edit --update`` warns)."""
+    unplaced = "# ... existing code ...\n    if not xs:\n        raise ValueError('empty')\n# ... existing code ...\n"
+    for update, merged in ((unplaced, False), (UPDATE, True)):
+        reply = client(tiny_server).chat.completions.create(
+            model="tiny-qwen", messages=[{"role": "user", "content": f"<code>{DOC}</code><update>{update}</update>"}],
+            max_tokens=8)
+        assert reply.model_extra["cad"]["merged"] is merged
+    reply = client(tiny_server).chat.completions.create(
+        model="tiny-qwen", messages=[{"role": "user", "content": "guard it"}],
+        prediction={"type": "content", "content": DOC}, max_tokens=8)
+    assert "merged" not in reply.model_extra["cad"]  # a prediction is the client's own, not a merge
 
 
 def test_a_server_that_follows_the_merge_answers_it(tmp_path):

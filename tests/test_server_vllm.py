@@ -39,7 +39,8 @@ def server(tmp_path_factory):
                          config=HEADS)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     proc = subprocess.Popen([sys.executable, "-m", "cad_outlines", "serve", "--engine", "vllm", "--model", str(folder),
-                             "--port", "0", "--max-model-len", "4096", "--kv-cache-gib", "0.25", "-q"],
+                             "--port", "0", "--max-model-len", "4096", "--kv-cache-gib", "0.25", "-q",
+                             "--follow-prediction", "1e-12"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     line = proc.stdout.readline()
     if not line.startswith("serving "):
@@ -78,11 +79,14 @@ def test_predicted_output_and_apply_form_and_chat(server):
     edit = client.chat.completions.create(model="tiny-qwen", messages=[{"role": "user", "content": "square 5 again"}],
                                           prediction={"type": "content", "content": DOC}, max_tokens=24)
     _check_edit(edit, DOC)
-    update = "value_1 = 1\nvalue_2 = 5\n# ... existing code ...\n"
+    # --follow-prediction 1e-12: the snippet's merge is a prior even random weights follow
+    update = "value_1 = 1\nvalue_2 = 5\nvalue_3 = 9\n# ... existing code ...\n"
     applied = client.chat.completions.create(
-        model="tiny-qwen", max_tokens=24,
+        model="tiny-qwen", max_tokens=64,
         messages=[{"role": "user", "content": f"<code>{DOC}</code>\n<update>{update}</update>"}])
     _check_edit(applied, DOC)
+    assert applied.model_extra["cad"]["merged"] is True
+    assert applied.choices[0].message.content == DOC.replace("value_2 = 4\n", "value_2 = 5\n")
     chat = client.chat.completions.create(model="tiny-qwen", messages=[{"role": "user", "content": "hi"}],
                                           max_tokens=6)
     assert isinstance(chat.choices[0].message.content, str) and chat.usage.completion_tokens <= 6

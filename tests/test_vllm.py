@@ -224,6 +224,30 @@ def test_a_model_that_records_monotone_copies_holds_them_on_vllm(family, splice,
 
 
 @SPLICES
+def test_a_prediction_is_a_prior_as_on_the_hf_loop(family, splice):
+    """A snippet's merge as the prediction: with a floor every allowed token clears, even
+    random weights write the merge, in the program the transformers loop writes; with
+    no floor the prediction is not used."""
+    from cad_outlines.decoding.document import DocumentView
+
+    llm, hf_model = family
+    update = "value_1 = 1\nvalue_2 = 'four'\nvalue_3 = 9\n# ... existing code ...\n"
+    editor = cad_vllm.VLLMEditor(llm, max_new_tokens=80, splice=splice, follow_prediction=1e-12)
+    merged = DocumentView(DOC, editor.adapter).merged(update)
+    assert merged == DOC.replace("value_2 = 4\n", "value_2 = 'four'\n")
+    got = editor.run(DOC, "apply it", prediction=merged)
+    want = cad(hf_model, DOC, max_new_tokens=80, follow_prediction=1e-12).run("apply it", prediction=merged)
+    assert got.document == want.document == merged
+    assert got.program == want.program == program.render(oracle.oracle_program(DOC, merged))
+    off = cad_vllm.VLLMEditor(llm, max_new_tokens=30, splice=splice, follow_prediction=None)
+    assert off.run(DOC, "apply it", prediction=merged).document != merged
+    from cad_outlines.errors import OptionError
+
+    with pytest.raises(OptionError, match="follow_prediction must be a number"):
+        cad_vllm.VLLMEditor(llm, follow_prediction=2.0)
+
+
+@SPLICES
 def test_seeded_sampling_is_reproducible(family, splice):
     llm, _ = family
     editor = cad_vllm.VLLMEditor(llm, max_new_tokens=24, temperature=1.0, seed=7, splice=splice)
@@ -385,6 +409,34 @@ def test_cli_edits_many_files_on_vllm_as_on_transformers(tmp_path, capsys):
         assert got["ops"] == want["ops"] and got["summary"] == want["summary"]
         assert got["written"].replace("vllm", "transformers") == want["written"]
         assert got["stats"]["requests"] == 3 and got["stats"]["copied_tokens"] == want["stats"]["copied_tokens"]
+
+
+def test_cli_applies_a_snippet_on_vllm_as_on_transformers(tmp_path, capsys):
+    """``edit --update SNIPPET --engine vllm``: the merge is the same prior as on
+    transformers (a floor random weights clear writes it), and a snippet with no merge is
+    said on stderr."""
+    from cad_outlines.cli import main
+
+    folder = models.save("tiny-qwen", tmp_path / "tiny-qwen", tokenizer_root=TOKENIZERS, config=HEADS)
+    snippet, unplaced = tmp_path / "u.py", tmp_path / "n.py"
+    snippet.write_text("value_2 = 4\nvalue_3 = 'nine'\nvalue_4 = 16\n# ... existing code ...\n", encoding="utf-8")
+    unplaced.write_text("# ... existing code ...\nvalue_99 = 0\n# ... existing code ...\n", encoding="utf-8")
+    written = {}
+    for engine in ("vllm", "transformers"):
+        src = tmp_path / f"{engine}.py"
+        src.write_text(DOC, encoding="utf-8")
+        extra = ["--kv-cache-gib", "0.25", "--max-model-len", "8192"] if engine == "vllm" else []
+        assert main(["edit", str(src), "--update", str(snippet), "--engine", engine, "--model", str(folder),
+                     "--dtype", "float32", "--follow-prediction", "1e-12", "-i", "-q", *extra]) == 0
+        written[engine] = src.read_text(encoding="utf-8")
+    assert written["vllm"] == written["transformers"] == DOC.replace("value_3 = 9\n", "value_3 = 'nine'\n")
+    capsys.readouterr()
+    src = tmp_path / "other.py"
+    src.write_text(DOC, encoding="utf-8")
+    main(["edit", str(src), "--update", str(unplaced), "--engine", "vllm", "--model", str(folder), "--dtype",
+          "float32", "--max-new-tokens", "16", "--kv-cache-gib", "0.25", "--max-model-len", "8192", "-o",
+          str(tmp_path / "out.py")])
+    assert f"{src}: the snippet cannot be placed by its own lines" in capsys.readouterr().err
 
 
 def test_cli_folder_vllm_cannot_load_is_a_usage_error(tmp_path, capsys):

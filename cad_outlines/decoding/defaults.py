@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import OptionError
 
-__all__ = ["DEFAULT_MAX_NEW_TOKENS", "FROM_MODEL", "MODEL_FLOOR", "check_budget", "check_engine_floor", "check_floor",
+__all__ = ["DEFAULT_MAX_NEW_TOKENS", "FROM_MODEL", "MODEL_FLOOR", "check_budget", "check_floor",
            "check_layout", "check_request", "explicit_floor"]
 
 #: Budget of program tokens (decoded + forced; copied tokens are free) unless one is given.
@@ -41,13 +41,6 @@ def check_floor(floor: Any) -> None:
 def explicit_floor(floor: Any) -> bool:
     """Whether ``follow_prediction`` names a number rather than the default or nothing."""
     return floor not in (None, MODEL_FLOOR)
-
-
-def check_engine_floor(engine: str, floor: Any) -> None:
-    """vLLM drafts nothing, so it follows nothing: a number there is an :class:`OptionError`
-    (the default, the model's own floor, is quietly unused)."""
-    if engine == "vllm" and explicit_floor(floor):
-        raise OptionError("--follow-prediction runs on the transformers engine only")
 
 
 def check_request(granularity: Any, mode: Any) -> None:

@@ -19,6 +19,13 @@ samples and discards while it computes the copy tag's last token; the driver the
 appends the copied span to the same request. ``keep_going`` lists the copies whose span
 is empty (a document's empty last line): there is nothing to append, so no pause.
 
+A request may carry ``follow`` (an edit with a predicted document, e.g. a snippet's
+literal merge): ``plan``, the oracle program of the prediction, ``lines``, the
+document's lines, ``floor`` and ``adapter``. Where the program so far is the plan's
+beginning, the plan's next token is taken whenever the model gives it at least
+``floor`` of the masked distribution, as the transformers loop does
+(``LoopSwitches.follow_prediction``): the same prior on both engines.
+
 When the constraint cannot go on (a forced token it rejects, a dead end), the processor
 allows only the end-of-sequence token: the request ends and the driver reports it.
 An exception here would take the whole engine down, not just one request.
@@ -35,11 +42,15 @@ from vllm.v1.sample.logits_processor import AdapterLogitsProcessor
 from ..decoding.compiling import CompiledGrammar, compile_grammar
 from ..decoding.constraint import ProgramConstraint
 from ..decoding.document import copy_indices
+from ..decoding.drafting import Drafter
+from ..decoding.sampler import holds
+from ..language import program
 from ..language.program import Copy, CopyTokens
 
 #: The key of a CaD request's arguments in ``SamplingParams.extra_args``.
 EXTRA_KEY = "cad"
 _CONSTRAINED = {"upper": int, "granularity": str, "replay": list}
+_FOLLOW = {"plan": str, "lines": list, "floor": float, "adapter": str}
 
 
 class CaDLogitsProcessor(AdapterLogitsProcessor):
@@ -68,6 +79,11 @@ class CaDLogitsProcessor(AdapterLogitsProcessor):
                                  f"got {args.get(key)!r}")
         if "upper" in args and args["granularity"] not in ("lines", "tokens"):
             raise ValueError(f"extra_args[{EXTRA_KEY!r}]['granularity'] must be 'lines' or 'tokens'")
+        follow = args.get("follow")
+        if follow is not None:
+            for key, kind in _FOLLOW.items():
+                if not isinstance(follow, dict) or not isinstance(follow.get(key), kind):
+                    raise ValueError(f"extra_args[{EXTRA_KEY!r}]['follow'][{key!r}] must be a {kind.__name__}")
 
     def is_argmax_invariant(self) -> bool:
         return False  # it masks tokens, so greedy picks can change
@@ -77,19 +93,52 @@ class CaDLogitsProcessor(AdapterLogitsProcessor):
         if args is None:
             return None
         compiled = self._compile(args["upper"], args["granularity"]) if "upper" in args else None
-        return _RequestConstraint(compiled, args)
+        follow = None
+        if compiled is not None and args.get("follow") is not None:
+            from ..adapters import get_adapter
+
+            encode = get_adapter(self._tokenizer_loaded(), args["follow"]["adapter"]).encode
+            follow = _Follow(args["follow"], encode)
+        return _RequestConstraint(compiled, args, follow)
+
+    def _tokenizer_loaded(self) -> Any:
+        if self._tokenizer is None:
+            from ..adapters import load_tokenizer
+
+            self._tokenizer = load_tokenizer(self._tokenizer_path)
+        return self._tokenizer
 
     def _compile(self, upper: int, granularity: str) -> CompiledGrammar:
         key = (upper, granularity)
         if key not in self._compiled:
-            if self._tokenizer is None:
-                from ..adapters import load_tokenizer
-
-                self._tokenizer = load_tokenizer(self._tokenizer_path)
+            self._tokenizer_loaded()
             if len(self._compiled) >= 256:  # documents of many sizes: keep the memory bounded
                 self._compiled.pop(next(iter(self._compiled)))
             self._compiled[key] = compile_grammar(self._tokenizer, upper, granularity)  # type: ignore[arg-type]
         return self._compiled[key]
+
+
+class _Follow:
+    """A request's prediction: the plan's next token (:meth:`Drafter.plan_ids`), its
+    tokens kept while the model takes them, read again where it leaves them."""
+
+    def __init__(self, args: dict[str, Any], encode: Any):
+        self.drafter = Drafter(args["lines"], "lines", plan=program.parse(args["plan"]))
+        self.floor = float(args["floor"])
+        self.encode = encode
+        self.queue: list[int] = []
+
+    def taken(self, ids: list[int]) -> None:
+        for token in ids:
+            if self.queue and self.queue[0] == token:
+                self.queue.pop(0)
+            else:
+                self.queue.clear()
+
+    def planned(self, constraint: ProgramConstraint) -> int | None:
+        if not self.queue:
+            self.queue = self.drafter.plan_ids(constraint.pending, constraint.ops, self.encode)
+        return self.queue[0] if self.queue else None
 
 
 class _RequestConstraint:
@@ -100,7 +149,7 @@ class _RequestConstraint:
     ``compiled`` None: no constraint, only ``force``.
     """
 
-    def __init__(self, compiled: CompiledGrammar | None, args: dict[str, Any]):
+    def __init__(self, compiled: CompiledGrammar | None, args: dict[str, Any], follow: _Follow | None = None):
         indices = (copy_indices(compiled.granularity, compiled.upper, args.get("inside", ()))
                    if compiled is not None else None)
         self.constraint = (ProgramConstraint(compiled, indices, monotone=bool(args.get("monotone")))
@@ -112,6 +161,7 @@ class _RequestConstraint:
         self.pause = bool(args.get("pause"))
         self.keep_going = {tuple(pair) for pair in args.get("keep_going", ())}
         self.paused = False
+        self.follow = follow
         if self.constraint is not None:
             try:
                 self.constraint.advance(args["replay"])
@@ -123,6 +173,8 @@ class _RequestConstraint:
         if constraint is not None and not self.failed and len(output_ids) > self.seen:
             try:
                 ops = constraint.advance(output_ids[self.seen:])
+                if self.follow is not None:
+                    self.follow.taken(output_ids[self.seen:])
             except ValueError:
                 self.failed = True
             else:
@@ -138,16 +190,24 @@ class _RequestConstraint:
             if token is None or (allowed is not None and not bool(allowed[token])):
                 self.failed = True
                 return self._only_eos(logits)
-            keep = logits[token].clone()
-            logits.fill_(float("-inf"))
-            logits[token] = keep
-            return logits
+            return self._only(logits, token)
         if allowed is None:
             return logits
         if not bool(allowed.any()):
             self.failed = True
             return self._only_eos(logits)
-        return logits.masked_fill_(~allowed.to(logits.device), float("-inf"))
+        allowed = allowed.to(logits.device)
+        if self.follow is not None and (planned := self.follow.planned(constraint)) is not None \
+                and holds(logits, allowed, planned, self.follow.floor):
+            return self._only(logits, planned)  # the prediction's token, which the model does not overrule
+        return logits.masked_fill_(~allowed, float("-inf"))
+
+    @staticmethod
+    def _only(logits: torch.Tensor, token: int) -> torch.Tensor:
+        keep = logits[token].clone()
+        logits.fill_(float("-inf"))
+        logits[token] = keep
+        return logits
 
     def _only_eos(self, logits: torch.Tensor) -> torch.Tensor:
         logits.fill_(float("-inf"))

@@ -10,7 +10,8 @@ vLLM discards, and the span is the session's next input, appended to the KV the 
 kept. :class:`RegenSession` is the regeneration baseline, one request per edit.
 
 The editor is duck-typed (``adapter``, ``granularity``, ``prompt_style``, ``sampling``,
-``max_new_tokens``, ``block_size``, ``max_positions``, ``mode``, ``splice``) so this module
+``max_new_tokens``, ``block_size``, ``max_positions``, ``mode``, ``splice``,
+``follow_prediction``) so this module
 does not import its driver.
 """
 
@@ -29,6 +30,7 @@ from ..decoding.document import DocumentView
 from ..decoding.forcing import forced_ids, forced_rejected
 from ..decoding.results import CaDResult, context_limit
 from ..language import program, syntax
+from ..language.oracle import oracle_program
 from ..language.program import Copy, Op
 from ._vllm_processor import EXTRA_KEY
 from ._vllm_stats import VLLMStats
@@ -45,7 +47,7 @@ class EditSession:
     """One edit's chain of requests: the state that continues from one to the next."""
 
     def __init__(self, editor: Any, document: str, instruction: str,
-                 force_program: str | Sequence[Op] | None):
+                 force_program: str | Sequence[Op] | None, prediction: str | None = None):
         self.editor = editor
         self.adapter = adapter = editor.adapter
         self.document = document
@@ -66,6 +68,13 @@ class EditSession:
         if force_program is not None:
             text = force_program if isinstance(force_program, str) else program.render(force_program)
             self.forced = forced_ids(adapter, text)
+        #: the processor's ``follow`` arguments: the prediction's oracle program as a prior
+        #: (line programs, a model or caller floor, as the transformers loop's ``_drafter``)
+        self.follow: dict[str, Any] | None = None
+        if prediction is not None and editor.follow_prediction is not None and self.granularity == "lines":
+            plan = oracle_program(self.view.text, self.view.read_form(prediction))
+            self.follow = {"plan": program.render(plan), "lines": list(self.view.lines),
+                           "floor": float(editor.follow_prediction), "adapter": adapter.name}
         self.stats = VLLMStats(prompt_tokens=len(prompt))
         self._start = time.perf_counter()
         #: context tokens whose KV the last request computed (a session keeps them)
@@ -110,6 +119,8 @@ class EditSession:
             args["monotone"] = True
         if self.forced is not None:
             args["force"] = self.forced[len(self.program_ids):]
+        elif self.follow is not None:
+            args["follow"] = self.follow
         editor = self.editor
         sampling = editor.sampling
         seed = None if sampling.seed is None else sampling.seed + self.stats.requests

@@ -62,9 +62,10 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 
 from ..adapters import Adapter, get_adapter, load_tokenizer
 from ..decoding.prompts import style_for
-from ..decoding.options import recorded_monotone
+from ..decoding.options import recorded_floor, recorded_monotone
 from ..decoding.sampler import OptionError, SamplingOptions
-from ..decoding.defaults import DEFAULT_MAX_NEW_TOKENS, check_budget, check_layout, check_request
+from ..decoding.defaults import (DEFAULT_MAX_NEW_TOKENS, MODEL_FLOOR, check_budget, check_floor, check_layout,
+                                 check_request)
 from ..decoding.results import CaDResult, IncompleteProgramError
 from ..language.grammar import Granularity
 from ..language.program import Op
@@ -153,6 +154,12 @@ class VLLMEditor:
         ``None``: ``"request"``, the longer-proven path; on a CPU the two measured the
         same (docs/serving.md), since there the copied spans' prefill, not the request,
         is what a splice costs.
+    follow_prediction
+        With a prediction (``run(..., prediction=)``, e.g. a snippet's literal merge): take
+        the prediction's next token wherever the model gives it at least this share, as
+        the transformers engine's ``LoopSwitches.follow_prediction``. ``"model"`` (the
+        default): the floor recorded with the model (``cad_apply_floor``), else none;
+        ``None``: the prediction is not used.
 
     Raises
     ------
@@ -168,11 +175,13 @@ class VLLMEditor:
                  max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, temperature: float = 0.0, top_p: float = 1.0,
                  seed: int | None = None, mode: Literal["strict", "clipped"] = "strict",
                  adapter: str | Adapter | None = None, prompt_style: str | None = None,
-                 splice: Splice | None = None, **sampling: Any):
+                 splice: Splice | None = None, follow_prediction: float | str | None = MODEL_FLOOR,
+                 **sampling: Any):
         # The loop's checks and messages (granularity, mode, budget, sampling); then refuse what this driver cannot honour (the
         # transformers loop applies these after the mask; here vLLM's sampler would not).
         check_request(granularity, mode)
         check_budget(max_new_tokens)
+        check_floor(follow_prediction)
         if splice not in (None, "request", "session"):
             raise OptionError(f"splice must be 'request', 'session' or None, got {splice!r}")
         if splice == "session" and not sessions_supported():
@@ -213,6 +222,9 @@ class VLLMEditor:
         #: Copies start after the previous copy's end, for a model trained on oracle
         #: programs (as ``LoopSwitches(monotone_copies="model")`` on transformers).
         self.monotone = recorded_monotone(engine.model_config.hf_config)
+        #: The prior a prediction gives (see the ``follow_prediction`` parameter).
+        self.follow_prediction: float | None = (recorded_floor(engine.model_config.hf_config)
+                                                if follow_prediction == MODEL_FLOOR else follow_prediction)
         #: How spans enter the KV cache (see the ``splice`` parameter).
         self.splice: Splice = splice or "request"
         self._ids = itertools.count()
@@ -227,21 +239,22 @@ class VLLMEditor:
         return result.document
 
     def run(self, document: str, instruction: str, *,
-            force_program: str | Sequence[Op] | None = None) -> CaDResult:
+            force_program: str | Sequence[Op] | None = None, prediction: str | None = None) -> CaDResult:
         """Edit one document and return the full result (see :meth:`run_many`)."""
         return self.run_many([(document, instruction)],
                              force_programs=None if force_program is None else [force_program],
-                             progress=False)[0]
+                             predictions=None if prediction is None else [prediction], progress=False)[0]
 
     async def arun(self, document: str, instruction: str, *,
-                   force_program: str | Sequence[Op] | None = None) -> CaDResult:
+                   force_program: str | Sequence[Op] | None = None, prediction: str | None = None) -> CaDResult:
         """:meth:`run` on an ``AsyncLLM``, as a coroutine."""
         if not isinstance(self.engine, AsyncLLM):
             raise EngineSetupError("arun needs an AsyncLLM engine; use run() with an LLM")
-        return await self._adrive(EditSession(self, document, instruction, force_program))
+        return await self._adrive(EditSession(self, document, instruction, force_program, prediction))
 
     def run_many(self, edits: Sequence[tuple[str, str]], *,
                  force_programs: Sequence[str | Sequence[Op] | None] | None = None,
+                 predictions: Sequence[str | None] | None = None,
                  progress: bool = True, return_exceptions: bool = False) -> list[Any]:
         """Run all ``(document, instruction)`` edits concurrently on the engine.
 
@@ -254,6 +267,11 @@ class VLLMEditor:
             choosing tokens: teacher forcing through the real engine, for benchmarks and
             tests. A forced program the document's constraint rejects raises
             :class:`~cad_outlines.decoding.generator.ForcedProgramError`.
+        predictions
+            One predicted edited document (or ``None``) per edit, e.g. a snippet's literal
+            merge (``DocumentView.merged``): its oracle program is a prior the model
+            overrules only where it gives the prediction's token less than
+            ``follow_prediction`` (line programs).
         progress
             Show a progress bar of finished edits.
         return_exceptions
@@ -266,23 +284,27 @@ class VLLMEditor:
         list[CaDResult]
             In the order of ``edits``; an incomplete program has ``document`` None.
         """
-        return self._drive(self._sessions(edits, force_programs), progress, return_exceptions)
+        return self._drive(self._sessions(edits, force_programs, predictions), progress, return_exceptions)
 
     async def arun_many(self, edits: Sequence[tuple[str, str]], *,
                         force_programs: Sequence[str | Sequence[Op] | None] | None = None,
+                        predictions: Sequence[str | None] | None = None,
                         progress: bool = True, return_exceptions: bool = False) -> list[Any]:
         """:meth:`run_many` on an ``AsyncLLM``, as a coroutine (inside a running event loop)."""
         if not isinstance(self.engine, AsyncLLM):
             raise EngineSetupError("arun_many needs an AsyncLLM engine; use run_many with an LLM")
-        return await self._adrive_all(self._sessions(edits, force_programs), progress, return_exceptions)
+        return await self._adrive_all(self._sessions(edits, force_programs, predictions), progress,
+                                      return_exceptions)
 
     def _sessions(self, edits: Sequence[tuple[str, str]],
-                  force_programs: Sequence[str | Sequence[Op] | None] | None) -> list["EditSession"]:
+                  force_programs: Sequence[str | Sequence[Op] | None] | None,
+                  predictions: Sequence[str | None] | None = None) -> list["EditSession"]:
         forced = _per_edit(force_programs, edits, "forced programs")
+        predicted = _per_edit(predictions, edits, "predictions")
         sessions = []
-        for number, ((doc, instruction), force) in enumerate(zip(edits, forced)):
+        for number, ((doc, instruction), force, prediction) in enumerate(zip(edits, forced, predicted)):
             try:
-                sessions.append(EditSession(self, doc, instruction, force))
+                sessions.append(EditSession(self, doc, instruction, force, prediction))
             except ContextLengthError as err:  # before any request: say which edit
                 err.edit = number
                 raise
@@ -455,24 +477,26 @@ class VLLMEditor:
 
 def edit_many(editor: VLLMEditor, edits: Sequence[tuple[str, str]], *,
               force_programs: Sequence[str | Sequence[Op] | None] | None = None,
+              predictions: Sequence[str | None] | None = None,
               progress: bool = True, return_exceptions: bool = False) -> list[Any]:
     """Run ``(document, instruction)`` edits concurrently on ``editor``'s engine.
 
     All edits share the engine's batches; each edit's continuation request is submitted
     as soon as its previous request finishes. See :meth:`VLLMEditor.run_many`.
     """
-    return editor.run_many(edits, force_programs=force_programs, progress=progress,
+    return editor.run_many(edits, force_programs=force_programs, predictions=predictions, progress=progress,
                            return_exceptions=return_exceptions)
 
 
 async def aedit_many(editor: VLLMEditor, edits: Sequence[tuple[str, str]], *,
                      force_programs: Sequence[str | Sequence[Op] | None] | None = None,
+                     predictions: Sequence[str | None] | None = None,
                      progress: bool = True, return_exceptions: bool = False) -> list[Any]:
     """:func:`edit_many` as a coroutine (``AsyncLLM`` engines, inside a running event loop)."""
     if not isinstance(editor.engine, AsyncLLM):
         raise EngineSetupError("aedit_many needs an AsyncLLM engine; use edit_many with an LLM")
-    return await editor.arun_many(edits, force_programs=force_programs, progress=progress,
-                                  return_exceptions=return_exceptions)
+    return await editor.arun_many(edits, force_programs=force_programs, predictions=predictions,
+                                  progress=progress, return_exceptions=return_exceptions)
 
 
 def _result(session: "EditSession | RegenSession", return_exceptions: bool) -> Any:

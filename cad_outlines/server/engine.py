@@ -196,7 +196,7 @@ class Engine:
             result, finish = err.result, "length"
         if request.stream and (rest := scan.release(text, final=True)):
             job.emit("chunk", rest)
-        return edit_outcome(self.adapter, request, *scan.end(text, finish), result)
+        return edit_outcome(self.adapter, request, *scan.end(text, finish), result, merged=prediction is not None)
 
     def chat_ids(self, messages: list[dict[str, str]]) -> list[int]:
         """The prompt ids of a plain chat (:func:`chat_ids`)."""
@@ -246,13 +246,18 @@ def edit_usage(adapter: Any, document: str, content: str, result: Any) -> dict[s
                  accepted=result.stats.copied_tokens, rejected=len(adapter.encode(left)))
 
 
-def edit_outcome(adapter: Any, request: ChatRequest, content: str, finish: str, result: Any) -> Outcome:
-    """The answer to an edit: its text, usage and the documented ``cad`` record (either engine)."""
+def edit_outcome(adapter: Any, request: ChatRequest, content: str, finish: str, result: Any,
+                 merged: bool = False) -> Outcome:
+    """The answer to an edit: its text, usage and the documented ``cad`` record (either
+    engine). ``merged``: an apply-form snippet had a literal merge into the document
+    (the prior the decode followed); the record says so for apply-form edits only."""
     assert request.document is not None
-    return Outcome(content, finish, edit_usage(adapter, request.document, content, result),
-                   {"form": request.form, "program": result.program, "complete": result.complete,
-                    "stop_reason": result.stats.stop_reason or None, "repeated_lines": repeated_lines(result.ops),
-                    "stats": dataclasses.asdict(result.stats)})
+    record: dict[str, Any] = {"form": request.form}
+    if request.form == "apply":
+        record["merged"] = merged
+    record.update(program=result.program, complete=result.complete, stop_reason=result.stats.stop_reason or None,
+                  repeated_lines=repeated_lines(result.ops), stats=dataclasses.asdict(result.stats))
+    return Outcome(content, finish, edit_usage(adapter, request.document, content, result), record)
 
 
 def chat_ids(adapter: Any, messages: list[dict[str, str]]) -> list[int]:

@@ -7,7 +7,7 @@ import signal
 import socket
 from typing import Any, Callable
 
-from ..decoding.defaults import MODEL_FLOOR, check_engine_floor
+from ..decoding.defaults import MODEL_FLOOR
 from ..errors import InputError, MissingDependencyError
 from ..tools.calibration import NO_COST_ON_VLLM
 
@@ -46,7 +46,7 @@ def serve(model: Any, name: str, *, host: str = "127.0.0.1", port: int = 8000, a
           forward_cost: Any = None) -> int:
     """Serve ``model`` as ``name`` until SIGTERM or Ctrl-C: an Outlines transformers model
     (``engine="transformers"``), or a model folder run by vLLM (``engine="vllm"``, with
-    ``engine_args`` for its engine). ``follow_prediction`` (transformers only): apply-form
+    ``engine_args`` for its engine). ``follow_prediction`` (either engine): apply-form
     snippets' merges as a prior, ``forward_cost`` (transformers only): the machine's
     :class:`~cad_outlines.decoding.drafting.ForwardCost` that cuts drafts to what pays
     (:class:`~cad_outlines.server.engine.Engine`).
@@ -61,13 +61,13 @@ def serve(model: Any, name: str, *, host: str = "127.0.0.1", port: int = 8000, a
                                      "pip install 'cad-outlines[serve]'") from None
     from .app import create_app
 
-    check_engine_floor(engine, follow_prediction)
     if engine == "vllm":
         if forward_cost is not None:  # before vLLM loads
             raise InputError(NO_COST_ON_VLLM)
         from .vllm_engine import VLLMEngine
 
-        backend: Any = VLLMEngine(model, name, max_queue=max_queue, max_tokens=max_tokens, **(engine_args or {}))
+        backend: Any = VLLMEngine(model, name, max_queue=max_queue, max_tokens=max_tokens,
+                                  follow_prediction=follow_prediction, **(engine_args or {}))
     else:
         from .engine import Engine
 

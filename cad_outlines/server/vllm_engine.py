@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from ..decoding.defaults import MODEL_FLOOR
 from ..decoding.document import DocumentView
 from ..engines import vllm as cad_vllm
 from .engine import Job, Outcome, api_error, chat_budget, chat_ids, check_budget, check_queue, edit_outcome
@@ -40,14 +41,20 @@ class VLLMEngine:
         Requests that may be in flight at once beyond the first; more are answered 429.
     max_tokens
         The budget when a request gives none.
+    follow_prediction
+        For apply-form messages: the snippet's literal merge as a prior the model
+        overrules only where it gives the merge's next token less than this share
+        (``"model"``: the floor recorded with the model; ``None``: off), as on the
+        transformers engine.
     engine_args
         vLLM engine arguments (``dtype``, ``max_model_len``, ``kv_cache_memory_bytes``, ...).
     """
 
     def __init__(self, folder: str, model_id: str, *, max_queue: int = 32, max_tokens: int = 2048,
-                 **engine_args: Any):
+                 follow_prediction: float | str | None = MODEL_FLOOR, **engine_args: Any):
         self.llm = cad_vllm.load(folder, async_engine=True, **engine_args)
         self.model_id, self.max_queue, self.max_tokens = model_id, max_queue, max_tokens
+        self.follow_prediction = follow_prediction
         self.max_positions: int | None = self.llm.model_config.max_model_len
         self.pending = 0
         self._editors: dict[tuple[Any, ...], cad_vllm.VLLMEditor] = {}
@@ -60,7 +67,8 @@ class VLLMEngine:
             if len(self._editors) >= EDITOR_CACHE:
                 self._editors.pop(next(iter(self._editors)))
             self._editors[key] = cad_vllm.VLLMEditor(self.llm, temperature=temperature, top_p=top_p,
-                                                     seed=seed, max_new_tokens=budget)
+                                                     seed=seed, max_new_tokens=budget,
+                                                     follow_prediction=self.follow_prediction)
         return self._editors[key]
 
     def submit(self, request: ChatRequest) -> Job:
@@ -101,14 +109,17 @@ class VLLMEngine:
         request = job.request
         assert request.document is not None
         editor = self.editor(request.temperature, request.top_p, request.seed, request.max_tokens or self.max_tokens)
-        result = await editor.arun(request.document, request.prompt)
+        prediction = (DocumentView(request.document, self.adapter).merged(request.update)
+                      if request.update is not None else None)
+        result = await editor.arun(request.document, request.prompt, prediction=prediction)
         if result.document is not None:
             content, finish = result.document, "stop"
         else:  # the text of the complete ops: what the transformers engine would have streamed
             writer = DocumentView(request.document, self.adapter).writer()
             content, finish = writer.feed(result.ops, "") + writer.close(), "length"
         # a stop string cuts the text; the program was decoded to its end
-        return edit_outcome(self.adapter, request, *StopText(request.stop).end(content, finish), result)
+        return edit_outcome(self.adapter, request, *StopText(request.stop).end(content, finish), result,
+                            merged=prediction is not None)
 
     async def _chat(self, job: Job) -> Outcome:
         from vllm import SamplingParams

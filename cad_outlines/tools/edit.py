@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from ..decoding.defaults import DEFAULT_MAX_NEW_TOKENS, MODEL_FLOOR, check_engine_floor, explicit_floor
+from ..decoding.defaults import DEFAULT_MAX_NEW_TOKENS, MODEL_FLOOR, explicit_floor
 from ..errors import ContextLengthError, InputError
 from ..language.program import repeated_lines
 from .calibration import AUTO, NO_COST_ON_VLLM, forward_cost_for, load_forward_cost
@@ -80,7 +80,6 @@ def run_edit(job: EditJob, *, progress: bool = False, status: Status = _quiet) -
     the cost curve) fails here before any model loads. On transformers the outcomes come
     one file at a time as each is decoded; on vLLM all at once.
     """
-    check_engine_floor(job.engine, job.options.follow_prediction)
     if job.engine == "vllm":
         if job.preset:
             raise InputError("--engine vllm needs --model DIR (a model folder vLLM loads; "
@@ -95,7 +94,7 @@ def run_edit(job: EditJob, *, progress: bool = False, status: Status = _quiet) -
     if job.engine == "vllm":
         assert job.model is not None
         return edit_with_vllm(job.model, job.documents, job.instruction, job.options, forced=forced,
-                              engine_args=job.engine_args, progress=progress, status=status)
+                              engine_args=job.engine_args, progress=progress, update=job.update, status=status)
     model, cost = load_model_and_cost(preset=job.preset, model=job.model, device=job.device, dtype=job.dtype,
                                       forward_cost=job.forward_cost_file, status=status)
     options = dataclasses.replace(job.options, forward_cost=cost) if cost is not None else job.options
@@ -263,9 +262,11 @@ def edit_with_transformers(model: Any, documents: dict[str, str], instruction: s
 
 def edit_with_vllm(model_dir: str, documents: dict[str, str], instruction: str, options: EditOptions, *,
                    forced: str | None = None, engine_args: dict[str, Any] | None = None,
-                   progress: bool = False, status: Status = _quiet) -> list[EditOutcome]:
+                   progress: bool = False, update: str | None = None, status: Status = _quiet) -> list[EditOutcome]:
     """All files as concurrent edits on one vLLM engine, started and shut down here; one
-    outcome per file, in order (a program that does not resolve spoils only its own file)."""
+    outcome per file, in order (a program that does not resolve spoils only its own file).
+    ``update``: the snippet whose literal merge is each file's prediction, as on transformers."""
+    from ..decoding.document import DocumentView
     from ..language.resolver import ResolveError
 
     if not os.path.isdir(model_dir):
@@ -291,12 +292,20 @@ def edit_with_vllm(model_dir: str, documents: dict[str, str], instruction: str, 
         # (docs/serving.md): seed only when sampling.
         editor = cad_vllm.VLLMEditor(llm, granularity=options.granularity, max_new_tokens=options.max_new_tokens,
                                      temperature=options.temperature, top_p=options.top_p,
-                                     seed=options.seed if options.temperature > 0 else None)
+                                     seed=options.seed if options.temperature > 0 else None,
+                                     follow_prediction=options.follow_prediction)
+        predictions = None
+        if update is not None:
+            predictions = [DocumentView(document, editor.adapter, options.granularity).merged(update)
+                           for document in documents.values()]
+            for name, merged in zip(documents, predictions):
+                if merged is None:
+                    status(f"{name}: {UNPLACED_SNIPPET}")
         # return_exceptions: a complete program whose copies do not resolve comes back as
         # its ResolveError, in its file's place, and the other files keep their results.
         results = cad_vllm.edit_many(editor, [(document, instruction) for document in documents.values()],
-                                     force_programs=[forced] * len(documents), progress=progress,
-                                     return_exceptions=True)
+                                     force_programs=[forced] * len(documents), predictions=predictions,
+                                     progress=progress, return_exceptions=True)
     except ContextLengthError as err:  # refused before any request; the engine says which edit
         raise ContextLengthError(f"{list(documents)[err.edit or 0]}: {err}") from None
     finally:
