@@ -549,4 +549,21 @@ def test_bench_http_reports_both_methods(tiny_server):
     report = run(HttpConfig(url=tiny_server.url, api_key=KEY, clients=2, edits=2, max_tokens=8))
     assert set(report["summary"]) == {"cad", "regen"} and len(report["rows"]) == 4
     assert all(s["edits"] == 2 and s["edits_per_minute"] > 0 for s in report["summary"].values())
-    assert "| CaD (`prediction`) |" in format_table(report)
+    assert "| CaD (`prediction`, or the apply form for a snippet) |" in format_table(report)
+
+
+def test_bench_http_sends_lazy_snippets_as_apply_messages(tiny_server):
+    from cad_outlines.bench.http import HttpConfig, format_table, run
+    from cad_outlines.errors import InputError
+
+    cfg = HttpConfig(url=tiny_server.url, api_key=KEY, clients=2, edits=2, max_tokens=8,
+                     subset="commit_snippets", methods=("cad",))
+    report = run(cfg)
+    assert set(report["summary"]) == {"cad"} and [r["case"] for r in report["rows"]] == [
+        "commit_snippets-000", "commit_snippets-001"]
+    assert all(r["merged"] is True for r in report["rows"]) and report["summary"]["cad"]["merged"] == 2
+    assert report["speedup_edits_per_minute"] is None and "of `commit_snippets`" in format_table(report)
+    with pytest.raises(InputError, match="--subset nope: no such subset of the v2 cases"):
+        run(HttpConfig(url=tiny_server.url, api_key=KEY, subset="nope"))
+    with pytest.raises(InputError, match="--methods: fast"):
+        run(HttpConfig(url=tiny_server.url, api_key=KEY, methods=("cad", "fast")))

@@ -576,7 +576,13 @@ def _add_bench_http(bench: argparse._SubParsersAction) -> None:
     source.add_argument("--model", metavar="DIR", help="model folder the server loads")
     source.add_argument("--url", metavar="URL", help="a running server's base URL (…/v1) instead")
     p.add_argument("--clients", type=positive, default=8, metavar="N", help="concurrent clients")
-    p.add_argument("--edits", type=positive, default=16, metavar="N", help="eval edits (explicit kinds)")
+    p.add_argument("--edits", type=positive, default=16, metavar="N",
+                   help="eval edits (explicit kinds, or the first N of --subset)")
+    p.add_argument("--subset", metavar="NAME",
+                   help="edits of this subset of the v2 eval cases (bench quality --cases v2), e.g. "
+                        "commit_snippets: lazy snippets sent as apply-model messages")
+    p.add_argument("--methods", type=lambda text: tuple(m for m in text.split(",") if m), default=("cad", "regen"),
+                   metavar="M,M", help="rows to run: cad, regen (default: both)")
     p.add_argument("--max-tokens", type=positive, default=512, metavar="N", help="CaD's program-token budget")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("-o", "--output", metavar="OUT.json", help="also write the JSON here (atomically)")
@@ -589,7 +595,8 @@ def _run_bench_http(args: argparse.Namespace) -> int:
     from cad_outlines.files import atomic_write
 
     cfg = HttpConfig(preset=None if (args.model or args.url) else args.preset, model=args.model, url=args.url,
-                     clients=args.clients, edits=args.edits, max_tokens=args.max_tokens)
+                     clients=args.clients, edits=args.edits, max_tokens=args.max_tokens, subset=args.subset,
+                     methods=args.methods)
     report = run(cfg)
     table = format_table(report)
     if args.markdown:
