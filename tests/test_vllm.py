@@ -239,6 +239,8 @@ def test_a_prediction_is_a_prior_as_on_the_hf_loop(family, splice):
     want = cad(hf_model, DOC, max_new_tokens=80, follow_prediction=1e-12).run("apply it", prediction=merged)
     assert got.document == want.document == merged
     assert got.program == want.program == program.render(oracle.oracle_program(DOC, merged))
+    assert editor.predicted(DOC, update) == merged
+    assert editor.apply(DOC, update) == merged  # the snippet as the instruction, its merge followed
     off = cad_vllm.VLLMEditor(llm, max_new_tokens=30, splice=splice, follow_prediction=None)
     assert off.run(DOC, "apply it", prediction=merged).document != merged
     from cad_outlines.errors import OptionError

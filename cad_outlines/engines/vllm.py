@@ -61,7 +61,8 @@ except ImportError as err:  # pragma: no cover - depends on the environment
         "`pip install 'cad-outlines[vllm]'` (CPU: see scripts/vllm_venv.sh)") from err
 
 from ..adapters import Adapter, get_adapter, load_tokenizer
-from ..decoding.prompts import style_for
+from ..decoding.document import DocumentView
+from ..decoding.prompts import style_for, update_prompt
 from ..decoding.options import recorded_floor, recorded_monotone
 from ..decoding.sampler import OptionError, SamplingOptions
 from ..decoding.defaults import (DEFAULT_MAX_NEW_TOKENS, MODEL_FLOOR, check_budget, check_floor, check_layout,
@@ -237,6 +238,21 @@ class VLLMEditor:
         if result.document is None:
             raise IncompleteProgramError(result)
         return result.document
+
+    def apply(self, document: str, update: str, *, instruction: str | None = None) -> str:
+        """Merge the lazy edit snippet ``update`` into ``document``, as
+        :meth:`CaDGenerator.apply <cad_outlines.decoding.generator.CaDGenerator.apply>`:
+        the snippet is the instruction, its literal merge the prediction (a prior with
+        ``follow_prediction``'s floor). Raises :class:`IncompleteProgramError` if unfinished."""
+        result = self.run(document, update_prompt(update, instruction), prediction=self.predicted(document, update))
+        if result.document is None:
+            raise IncompleteProgramError(result)
+        return result.document
+
+    def predicted(self, document: str, update: str) -> str | None:
+        """The literal merge of the snippet ``update`` into ``document`` (``None`` where it
+        cannot be placed): the prediction :meth:`apply` follows."""
+        return DocumentView(document, self.adapter, self.granularity).merged(update)
 
     def run(self, document: str, instruction: str, *,
             force_program: str | Sequence[Op] | None = None, prediction: str | None = None) -> CaDResult:
