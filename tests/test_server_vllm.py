@@ -87,6 +87,13 @@ def test_predicted_output_and_apply_form_and_chat(server):
     _check_edit(applied, DOC)
     assert applied.model_extra["cad"]["merged"] is True
     assert applied.choices[0].message.content == DOC.replace("value_2 = 4\n", "value_2 = 5\n")
+    # streamed, the text comes a request at a time: the first copy, then the gen with the next copy
+    pieces = [part.choices[0].delta.content for part in client.chat.completions.create(
+        model="tiny-qwen", max_tokens=64, stream=True,
+        messages=[{"role": "user", "content": f"<code>{DOC}</code>\n<update>{update}</update>"}])
+        if part.choices and part.choices[0].delta.content]
+    assert pieces[0] == "value_1 = 1" and len(pieces) >= 2  # the line end comes with the next op
+    assert "".join(pieces) == applied.choices[0].message.content
     chat = client.chat.completions.create(model="tiny-qwen", messages=[{"role": "user", "content": "hi"}],
                                           max_tokens=6)
     assert isinstance(chat.choices[0].message.content, str) and chat.usage.completion_tokens <= 6

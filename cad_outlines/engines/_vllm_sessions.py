@@ -18,7 +18,7 @@ does not import its driver.
 from __future__ import annotations
 
 import time
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import msgspec
 from vllm import SamplingParams
@@ -47,7 +47,8 @@ class EditSession:
     """One edit's chain of requests: the state that continues from one to the next."""
 
     def __init__(self, editor: Any, document: str, instruction: str,
-                 force_program: str | Sequence[Op] | None, prediction: str | None = None):
+                 force_program: str | Sequence[Op] | None, prediction: str | None = None,
+                 on_ops: Callable[[list[Op]], None] | None = None):
         self.editor = editor
         self.adapter = adapter = editor.adapter
         self.document = document
@@ -75,6 +76,8 @@ class EditSession:
             plan = oracle_program(self.view.text, self.view.read_form(prediction))
             self.follow = {"plan": program.render(plan), "lines": list(self.view.lines),
                            "floor": float(editor.follow_prediction), "adapter": adapter.name}
+        #: called with the ops each finished request completes (a server streams their text)
+        self.on_ops = on_ops
         self.stats = VLLMStats(prompt_tokens=len(prompt))
         self._start = time.perf_counter()
         #: context tokens whose KV the last request computed (a session keeps them)
@@ -179,6 +182,8 @@ class EditSession:
         self._previous_context = len(self.context) - (0 if self.resumable else 1)
         paused = self.resumable and any(self.view.spans(new_ops))
         self.view.splice(new_ops, self.context, stats)
+        if self.on_ops is not None and new_ops:
+            self.on_ops(new_ops)
         if ended and not self.constraint.done and not paused:
             # The processor allowed only end-of-sequence: the constraint could not go on.
             self._over = True

@@ -48,7 +48,7 @@ import itertools
 import os
 import time
 import weakref
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 from ..errors import MissingDependencyError
 
@@ -262,11 +262,14 @@ class VLLMEditor:
                              predictions=None if prediction is None else [prediction], progress=False)[0]
 
     async def arun(self, document: str, instruction: str, *,
-                   force_program: str | Sequence[Op] | None = None, prediction: str | None = None) -> CaDResult:
-        """:meth:`run` on an ``AsyncLLM``, as a coroutine."""
+                   force_program: str | Sequence[Op] | None = None, prediction: str | None = None,
+                   on_ops: Callable[[list[Op]], None] | None = None) -> CaDResult:
+        """:meth:`run` on an ``AsyncLLM``, as a coroutine. ``on_ops`` is called with the
+        ops each request completes (a copy and the gen before it), for a caller that
+        streams the document as it grows (``DocumentView.writer``)."""
         if not isinstance(self.engine, AsyncLLM):
             raise EngineSetupError("arun needs an AsyncLLM engine; use run() with an LLM")
-        return await self._adrive(EditSession(self, document, instruction, force_program, prediction))
+        return await self._adrive(EditSession(self, document, instruction, force_program, prediction, on_ops))
 
     def run_many(self, edits: Sequence[tuple[str, str]], *,
                  force_programs: Sequence[str | Sequence[Op] | None] | None = None,

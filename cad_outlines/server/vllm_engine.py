@@ -5,9 +5,10 @@ whose events the app reads; ``close``; ``pending``; ``max_positions``), but no w
 thread and no one-at-a-time queue: each job is a task on the event loop, an edit is a
 :class:`~cad_outlines.engines.vllm.VLLMEditor` chain of continuation requests, a chat one
 ``generate`` request, and vLLM batches all of them. ``--max-queue`` bounds the requests in
-flight. An edit's answer arrives as one chunk when its program is complete (the driver
-runs a request per splice, not per token); a client that leaves cancels its task, which
-aborts its vLLM request.
+flight. A streamed edit's text arrives a copy at a time: each request of the driver ends
+at a copy's close, and the gen before it and the copy go out together (not token by
+token, as on transformers); a client that leaves cancels its task, which aborts its vLLM
+request.
 """
 
 from __future__ import annotations
@@ -101,8 +102,8 @@ class VLLMEngine:
         except Exception as err:  # noqa: BLE001 - every error becomes an answer
             job.emit("error", api_error(err))
             return
-        if job.request.stream and outcome.content:
-            job.emit("chunk", outcome.content)
+        if job.request.stream and job.request.kind != "edit" and outcome.content:
+            job.emit("chunk", outcome.content)  # a chat's text in one piece; an edit streamed its own
         job.emit("done", outcome)
 
     async def _edit(self, job: Job) -> Outcome:
@@ -111,14 +112,23 @@ class VLLMEngine:
         editor = self.editor(request.temperature, request.top_p, request.seed, request.max_tokens or self.max_tokens)
         prediction = (DocumentView(request.document, self.adapter).merged(request.update)
                       if request.update is not None else None)
-        result = await editor.arun(request.document, request.prompt, prediction=prediction)
-        if result.document is not None:
-            content, finish = result.document, "stop"
-        else:  # the text of the complete ops: what the transformers engine would have streamed
-            writer = DocumentView(request.document, self.adapter).writer()
-            content, finish = writer.feed(result.ops, "") + writer.close(), "length"
-        # a stop string cuts the text; the program was decoded to its end
-        return edit_outcome(self.adapter, request, *StopText(request.stop).end(content, finish), result,
+        writer = DocumentView(request.document, self.adapter).writer()
+        scan = StopText(request.stop)  # a stop string cuts the text; the program is decoded to its end
+        text = ""
+
+        def grow(ops: list[Any]) -> None:  # the text of each request's ops, as it ends
+            nonlocal text
+            text += writer.feed(ops, "")
+            if request.stream and (out := scan.release(text)):
+                job.emit("chunk", out)
+
+        result = await editor.arun(request.document, request.prompt, prediction=prediction, on_ops=grow)
+        # complete: the chunks join to the resolved document (the writer's contract); else
+        # the text of the complete ops, as a truncated answer
+        text += writer.close()
+        if request.stream and (rest := scan.release(text, final=True)):
+            job.emit("chunk", rest)
+        return edit_outcome(self.adapter, request, *scan.end(text, "stop" if result.complete else "length"), result,
                             merged=prediction is not None)
 
     async def _chat(self, job: Job) -> Outcome:
