@@ -187,6 +187,23 @@ def test_a_lazy_snippet_without_edge_markers_keeps_the_lines_around_it():
     assert merge(doc, "import os\nimport sys\n# ... existing code ...\n") == doc.replace("import os\n", "import os\nimport sys\n")
 
 
+def test_a_new_edge_line_rewrites_the_line_it_resembles_beside_the_anchor():
+    """A lazy snippet that starts (or ends) with a changed line instead of an unchanged
+    one: the changed line replaces the line it resembles beside the anchor, not an
+    insertion that keeps both; a new line like none of its neighbours is still inserted."""
+    from cad_outlines.language.snippets import merge
+
+    doc = "import os\n\n\ndef mean(xs):\n    total = sum(xs)\n    return total / len(xs)\n\n\ndef other():\n    pass\n"
+    lead = "# ... existing code ...\ndef mean(xs, default=0.0):\n    if not xs:\n        return default\n    total = sum(xs)\n# ... existing code ...\n"
+    assert merge(doc, lead) == doc.replace("def mean(xs):\n", "def mean(xs, default=0.0):\n    if not xs:\n        return default\n")
+    both = ("# ... existing code ...\ndef mean(xs, default=0.0):\n    total = sum(xs)\n"
+            "    return total / len(xs) if xs else default\n# ... existing code ...\n")
+    assert merge(doc, both) == doc.replace("def mean(xs):", "def mean(xs, default=0.0):").replace(
+        "len(xs)\n", "len(xs) if xs else default\n")
+    insert = "# ... existing code ...\n    assert isinstance(xs, list)\n    total = sum(xs)\n# ... existing code ...\n"
+    assert merge(doc, insert) == doc.replace("    total", "    assert isinstance(xs, list)\n    total")
+
+
 def test_the_literal_merge_recovers_nearly_every_mix_snippet():
     from cad_outlines.language.snippets import merge
 
