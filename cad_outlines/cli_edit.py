@@ -243,6 +243,9 @@ def _edit_instruction(args: argparse.Namespace) -> tuple[str, str | None]:
 def _vllm_engine_args(args: argparse.Namespace) -> dict[str, Any]:
     if not args.verbose:  # vLLM's start-up log would bury the progress bar and the summary
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING" if not args.quiet else "ERROR")
+    # vLLM logs to stdout by default; stdout carries the edited file, --json's records and
+    # serve's "serving NAME at URL" line, so its log goes where the command's own does
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
     engine_args: dict[str, Any] = {"dtype": args.dtype}
     if args.max_model_len:
         engine_args["max_model_len"] = args.max_model_len

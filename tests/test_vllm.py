@@ -441,6 +441,27 @@ def test_cli_applies_a_snippet_on_vllm_as_on_transformers(tmp_path, capsys):
     assert f"{src}: the snippet cannot be placed by its own lines" in capsys.readouterr().err
 
 
+def test_cli_stdout_holds_only_the_json_records(tmp_path):
+    """As a user runs it (its own process): vLLM logs to stdout by default, which would
+    break ``--json`` (and a document printed without ``-o``); its log goes to stderr."""
+    import subprocess
+    import sys
+
+    folder = models.save("tiny-qwen", tmp_path / "tiny-qwen", tokenizer_root=TOKENIZERS, config=HEADS)
+    src, forced = tmp_path / "a.py", tmp_path / "forced.prog"
+    src.write_text(DOC, encoding="utf-8")
+    forced.write_text(PROGRAMS[0], encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_LOGGING")}
+    done = subprocess.run([sys.executable, "-m", "cad_outlines", "edit", str(src), "--instruction", "edit",
+                           "--engine", "vllm", "--model", str(folder), "--dtype", "float32",
+                           "--force-program", str(forced), "--json", "--kv-cache-gib", "0.25",
+                           "--max-model-len", "8192"], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    records = json.loads(done.stdout)  # nothing but the records
+    assert records[0]["document"] == resolve(program.parse(PROGRAMS[0]), DOC, "strict")
+    assert "WARNING" in done.stderr  # vLLM's start-up warnings went here
+
+
 def test_cli_folder_vllm_cannot_load_is_a_usage_error(tmp_path, capsys):
     from cad_outlines.cli import main
 
