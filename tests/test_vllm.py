@@ -249,6 +249,24 @@ def test_a_prediction_is_a_prior_as_on_the_hf_loop(family, splice):
         cad_vllm.VLLMEditor(llm, follow_prediction=2.0)
 
 
+def test_the_processor_refuses_malformed_arguments_at_the_request():
+    """Checked when vLLM takes the request (a ValueError to its caller): inside the engine
+    an exception would take every request down."""
+    from vllm import SamplingParams
+
+    from cad_outlines.engines._vllm_processor import CaDLogitsProcessor
+
+    follow = {"plan": "<program></program>", "lines": [], "floor": 0.5, "adapter": "qwen"}
+    base = {"eos": 0, "upper": 3, "granularity": "lines", "replay": []}
+    CaDLogitsProcessor.validate_params(SamplingParams(extra_args={"cad": {**base, "follow": follow}}))
+    for bad, says in (({**follow, "adapter": "nope"}, "'adapter'] must be one of"),
+                      ({**follow, "floor": "high"}, "'floor'] must be of type float"), ("x", "'plan'] must be of type str")):
+        with pytest.raises(ValueError, match=says):
+            CaDLogitsProcessor.validate_params(SamplingParams(extra_args={"cad": {**base, "follow": bad}}))
+    with pytest.raises(ValueError, match="'upper'] must be of type int"):
+        CaDLogitsProcessor.validate_params(SamplingParams(extra_args={"cad": {**base, "upper": "3"}}))
+
+
 @SPLICES
 def test_seeded_sampling_is_reproducible(family, splice):
     llm, _ = family

@@ -75,15 +75,19 @@ class CaDLogitsProcessor(AdapterLogitsProcessor):
         required = {"eos": int, **(_CONSTRAINED if "upper" in args else {"force": list})}
         for key, kind in required.items():
             if not isinstance(args.get(key), kind):
-                raise ValueError(f"extra_args[{EXTRA_KEY!r}][{key!r}] must be a {kind.__name__}, "
+                raise ValueError(f"extra_args[{EXTRA_KEY!r}][{key!r}] must be of type {kind.__name__}, "
                                  f"got {args.get(key)!r}")
         if "upper" in args and args["granularity"] not in ("lines", "tokens"):
             raise ValueError(f"extra_args[{EXTRA_KEY!r}]['granularity'] must be 'lines' or 'tokens'")
         follow = args.get("follow")
         if follow is not None:
+            from ..adapters import ADAPTERS
+
             for key, kind in _FOLLOW.items():
                 if not isinstance(follow, dict) or not isinstance(follow.get(key), kind):
-                    raise ValueError(f"extra_args[{EXTRA_KEY!r}]['follow'][{key!r}] must be a {kind.__name__}")
+                    raise ValueError(f"extra_args[{EXTRA_KEY!r}]['follow'][{key!r}] must be of type {kind.__name__}")
+            if follow["adapter"] not in ADAPTERS:
+                raise ValueError(f"extra_args[{EXTRA_KEY!r}]['follow']['adapter'] must be one of {', '.join(ADAPTERS)}")
 
     def is_argmax_invariant(self) -> bool:
         return False  # it masks tokens, so greedy picks can change
@@ -197,9 +201,13 @@ class _RequestConstraint:
             self.failed = True
             return self._only_eos(logits)
         allowed = allowed.to(logits.device)
-        if self.follow is not None and (planned := self.follow.planned(constraint)) is not None \
-                and holds(logits, allowed, planned, self.follow.floor):
-            return self._only(logits, planned)  # the prediction's token, which the model does not overrule
+        if self.follow is not None:
+            try:
+                planned = self.follow.planned(constraint)
+                if planned is not None and holds(logits, allowed, planned, self.follow.floor):
+                    return self._only(logits, planned)  # the prediction's token, which the model does not overrule
+            except Exception:  # noqa: BLE001 - a prior that fails must not take the engine down
+                self.follow = None  # the model alone from here, as where the program leaves the plan
         return logits.masked_fill_(~allowed, float("-inf"))
 
     @staticmethod
