@@ -110,9 +110,9 @@ class VLLMEngine:
         request = job.request
         assert request.document is not None
         editor = self.editor(request.temperature, request.top_p, request.seed, request.max_tokens or self.max_tokens)
-        prediction = (DocumentView(request.document, self.adapter).merged(request.update)
-                      if request.update is not None else None)
-        writer = DocumentView(request.document, self.adapter).writer()
+        view = DocumentView(request.document, self.adapter)
+        prediction = view.merged(request.update) if request.update is not None else None
+        writer = view.writer()
         scan = StopText(request.stop)  # a stop string cuts the text; the program is decoded to its end
         text = ""
 
