@@ -266,7 +266,6 @@ def edit_with_vllm(model_dir: str, documents: dict[str, str], instruction: str, 
     """All files as concurrent edits on one vLLM engine, started and shut down here; one
     outcome per file, in order (a program that does not resolve spoils only its own file).
     ``update``: the snippet whose literal merge is each file's prediction, as on transformers."""
-    from ..decoding.document import DocumentView
     from ..language.resolver import ResolveError
 
     if not os.path.isdir(model_dir):
@@ -296,8 +295,7 @@ def edit_with_vllm(model_dir: str, documents: dict[str, str], instruction: str, 
                                      follow_prediction=options.follow_prediction)
         predictions = None
         if update is not None:
-            predictions = [DocumentView(document, editor.adapter, options.granularity).merged(update)
-                           for document in documents.values()]
+            predictions = [editor.predicted(document, update) for document in documents.values()]
             for name, merged in zip(documents, predictions):
                 if merged is None:
                     status(f"{name}: {UNPLACED_SNIPPET}")
