@@ -286,6 +286,14 @@ def test_a_checkpointed_run_resumes_without_measuring_again(tiny_model, tmp_path
         run(QualityConfig(configs=("cad",), sampled=(), cad_budget=32), cases=cases, loader=loader, checkpoint=path)
     with pytest.raises(InputError, match="other settings .*cases"):
         run(cfg, cases=cases[1:], loader=loader, checkpoint=path)
+    # another adapter in place of the shipped one: other records, refused by its weights' digest
+    from cad_outlines.tools.weights import adapter_dir, adapter_sha256
+
+    folder = adapter_dir("smollm2-135m-compact")
+    swapped = QualityConfig(configs=cfg.configs, sampled=(), cad_budget=16, regen_margin=4,
+                            adapters=(("smollm2-135m", str(folder)),))
+    with pytest.raises(InputError, match=f"other settings .*adapters: None -> .*{adapter_sha256(folder)}"):
+        run(swapped, cases=cases, loader=loader, checkpoint=path)
 
 
 def test_bench_quality_refuses_a_checkpoint_it_cannot_read(tmp_path, capsys):

@@ -183,3 +183,16 @@ def test_bench_quality_names_a_cases_file_it_cannot_read(capsys, tmp_path):
     code, _, err = run(capsys, ["bench", "quality", "--cases", missing, "--configs", "cad"])
     assert code == 2 and one_line(err), err
     assert f"--cases {missing}: cannot read it (No such file or directory)" in err
+
+
+@pytest.mark.parametrize("given, says", [
+    ("qwen2.5-coder-0.5b", "expected PRESET=DIR"),
+    ("tiny-qwen=.", "'tiny-qwen' is not a real-weight preset"),
+    ("qwen2.5-coder-0.5b-regen=.", "no configuration of this run loads 'qwen2.5-coder-0.5b-regen'"),
+    ("qwen2.5-coder-0.5b=MISSING", "holds no LoRA adapter (no adapter_config.json)"),
+])
+def test_bench_quality_names_an_adapter_it_cannot_use(capsys, tmp_path, given, says):
+    code, _, err = run(capsys, ["bench", "quality", "--configs", "qwen_cad", "--adapter",
+                                given.replace("MISSING", str(tmp_path / "none"))])
+    assert code == 2 and one_line(err), err
+    assert says in err

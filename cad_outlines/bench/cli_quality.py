@@ -185,6 +185,9 @@ def _add_bench_quality(bench: argparse._SubParsersAction) -> None:
                    help="append each edit's record here as it is measured; run the same command again "
                         "to resume: records already there are taken, not measured again (other "
                         "settings or eval cases are refused)")
+    p.add_argument("--adapter", action="append", default=[], metavar="PRESET=DIR",
+                   help="load the LoRA adapter in DIR (a training run's adapter/) in place of PRESET's "
+                        "shipped one, to score a run before shipping it (its SHA-256 is recorded); repeatable")
     add_output_args(p, plot=False)
     p.set_defaults(func=_run_bench_quality)
 
@@ -215,6 +218,7 @@ def _run_bench_quality(args: argparse.Namespace) -> int:
         cfg.subsets = tuple(name.strip() for name in args.subsets.split(",") if name.strip())
     if args.cases:
         cfg.cases_path = args.cases
+    cfg.adapters = _adapters(args.adapter, {config_of(name)[0] for name in cfg.configs})
     cases = load_eval_cases(args.cases) if args.cases else None
     report = run(cfg, cases=cases, jobs=args.jobs, checkpoint=args.checkpoint)
     table = format_table(report)
@@ -224,3 +228,26 @@ def _run_bench_quality(args: argparse.Namespace) -> int:
     return 0
 
 
+def _adapters(given: list[str], used: set[str]) -> tuple[tuple[str, str], ...]:
+    """``--adapter PRESET=DIR`` options as (preset, folder) pairs, each checked: a real
+    preset some configuration of the run loads, a folder holding a LoRA adapter."""
+    from pathlib import Path
+
+    from cad_outlines.tools.presets import REAL_PRESETS
+
+    found: dict[str, str] = {}
+    for text in given:
+        preset, sep, folder = text.partition("=")
+        if not sep or not preset or not folder:
+            raise UsageError(f"--adapter {text!r}: expected PRESET=DIR (e.g. qwen2.5-coder-0.5b=runs/NAME/adapter)")
+        if preset not in REAL_PRESETS:
+            raise UsageError(f"--adapter {text!r}: {preset!r} is not a real-weight preset ({', '.join(REAL_PRESETS)})")
+        if preset not in used:
+            raise UsageError(f"--adapter {text!r}: no configuration of this run loads {preset!r} "
+                             f"(they load {', '.join(sorted(used))})")
+        if preset in found:
+            raise UsageError(f"--adapter {text!r}: {preset!r} was given an adapter twice")
+        if not (Path(folder) / "adapter_config.json").is_file():
+            raise UsageError(f"--adapter {text!r}: {folder} holds no LoRA adapter (no adapter_config.json)")
+        found[preset] = folder
+    return tuple(found.items())

@@ -162,6 +162,9 @@ class QualityConfig:
     regen_margin: int = 32
     threads: int = 1
     cases_path: str = "cad_outlines/data/eval_edits.jsonl"  # or V2_CASES
+    # (real preset, LoRA folder): that folder merged instead of the preset's shipped
+    # adapter, so that a training run's adapter is scored before it is shipped
+    adapters: tuple[tuple[str, str], ...] = ()
 
 
 def load_eval_cases(path: str | None = None) -> list[Case]:
@@ -417,8 +420,19 @@ def _settings(cfg: QualityConfig, cases: Sequence[Case]) -> dict[str, Any]:
 
     digest = hashlib.sha256(json.dumps([(c.id, c.doc, c.gold, c.meta) for c in cases],
                                        sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
-    return {"temperature": cfg.temperature, "cad_budget": cfg.cad_budget, "regen_margin": cfg.regen_margin,
-            "threads": cfg.threads, "cases": digest}
+    settings = {"temperature": cfg.temperature, "cad_budget": cfg.cad_budget, "regen_margin": cfg.regen_margin,
+                "threads": cfg.threads, "cases": digest}
+    if cfg.adapters:  # only when set, so that checkpoints made before the option still resume
+        settings["adapters"] = adapter_digests(cfg)
+    return settings
+
+
+def adapter_digests(cfg: QualityConfig) -> dict[str, str]:
+    """``{preset: SHA-256 of the adapter weights}`` of the adapters ``cfg`` loads in place
+    of the shipped ones."""
+    from ..tools.weights import adapter_sha256
+
+    return {preset: adapter_sha256(folder) for preset, folder in cfg.adapters}
 
 
 def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
@@ -435,7 +449,11 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
     from ..tools import models
 
     torch.set_num_threads(cfg.threads)
-    loader = loader or models.load
+    if loader is None:
+        swapped = dict(cfg.adapters)
+
+        def loader(preset: str) -> Any:
+            return models.load(preset, adapter=swapped.get(preset))
     log = checkpoint
     if isinstance(checkpoint, tuple):  # a worker: run() opened (and repaired) the file before it started
         log = RecordLog(checkpoint[0], checkpoint[1], _record_key, repair=False)
@@ -584,7 +602,7 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
                 "all": _summary(rows), "synthetic": _summary(synthetic) if synthetic else None,
                 "by_kind": _group(rows, lambda r: r["kind"]), "by_corpus": _group(rows, lambda r: r["corpus"]),
                 "by_subset": _group(rows, lambda r: r.get("subset", "-"))}
-    report = {"config": asdict(cfg), "jobs": jobs, "cases": len(cases), "seconds": round(time.time() - started, 1),
+    report = {"config": asdict(cfg), **({"adapters": adapter_digests(cfg)} if cfg.adapters else {}), "jobs": jobs, "cases": len(cases), "seconds": round(time.time() - started, 1),
               "environment": {**env, "loadavg_end": environment()["loadavg_1_5_15"]}, "summaries": summaries,
               "records": records}
     if resume is not None:  # records measured by an earlier run: its seconds and environment are not these

@@ -47,6 +47,9 @@ def format_table(report: dict[str, Any]) -> str:
     if resumed:
         out += ["", f"{resumed} of these {len(report['records'])} records were measured by an earlier run "
                     f"and taken from {report['checkpoint']['path']}."]
+    for preset, folder in report["config"].get("adapters", ()):
+        out += ["", f"`{preset}` ran with the adapter in `{folder}` (weights SHA-256 "
+                    f"`{report['adapters'][preset]}`) in place of its shipped one."]
     out += ["", _speed_table(report, greedy)]
     subsets = sorted({r.get("subset", "-") for r in report["records"]} - {"-"})
     if subsets:  # the v2 set: exact / complete / dropped tails / CPU s per exact edit, per subset

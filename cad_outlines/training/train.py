@@ -375,16 +375,16 @@ def _init_from(model: Any, cfg: TrainConfig) -> str:
 
     The adapter must have the run's shape (rank, alpha, layers), or the run would silently
     train another one; a warm start continues a shipped model on a new mix."""
-    import hashlib
-
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
+
+    from ..tools.weights import adapter_sha256
 
     folder = adapter_folder(cfg.init_adapter)
     try:
         config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
         weights = folder / "adapter_model.safetensors"
-        digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+        digest = adapter_sha256(folder)
     except (OSError, ValueError) as err:
         raise InputError(f"--init-adapter {cfg.init_adapter}: cannot read the adapter: {err}") from None
     total = model.get_base_model().config.num_hidden_layers
