@@ -296,6 +296,25 @@ def test_a_checkpointed_run_resumes_without_measuring_again(tiny_model, tmp_path
         run(swapped, cases=cases, loader=loader, checkpoint=path)
 
 
+def test_an_adapter_given_for_a_preset_reaches_its_load_and_the_report(tiny_model, monkeypatch):
+    """``--adapter PRESET=DIR``: the default loader loads that preset with the folder's
+    adapter (the other presets as shipped), and the report names the weights it ran with."""
+    from cad_outlines.tools import models
+    from cad_outlines.tools.weights import adapter_dir, adapter_sha256
+
+    loads = []
+    monkeypatch.setattr(models, "load", lambda preset, adapter=None: loads.append((preset, adapter))
+                        or tiny_model("tiny-qwen"))
+    folder = str(adapter_dir("smollm2-135m-compact"))
+    cfg = QualityConfig(configs=("cad", "regen"), sampled=(), cad_budget=16, regen_margin=4, limit=1,
+                        adapters=(("smollm2-135m", folder),))
+    report = run(cfg, cases=load_eval_cases()[:1])
+    assert loads == [("smollm2-135m", folder), ("smollm2-135m-regen", None)]
+    assert report["adapters"] == {"smollm2-135m": adapter_sha256(folder)}
+    assert f"`smollm2-135m` ran with the adapter in `{folder}` (weights SHA-256 `{adapter_sha256(folder)}`)" \
+        in format_table(report)
+
+
 def test_bench_quality_refuses_a_checkpoint_it_cannot_read(tmp_path, capsys):
     from cad_outlines import cli
 

@@ -554,7 +554,8 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
     """Run every configuration of ``cfg`` on ``cases``; per-run records and summaries.
 
     ``loader(preset)`` returns the Outlines model of a preset (default:
-    :func:`cad_outlines.tools.models.load`); each preset is loaded once per process.
+    :func:`cad_outlines.tools.models.load`, with ``cfg.adapters``' folders in place of
+    those presets' shipped adapters); each preset is loaded once per process.
     ``jobs > 1`` decodes the configurations in that many worker processes at once (each
     with ``cfg.threads`` threads; the default loader only), so that a 2-core machine runs
     the whole comparison in one run; the records are merged in configuration order.
@@ -602,9 +603,11 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
                 "all": _summary(rows), "synthetic": _summary(synthetic) if synthetic else None,
                 "by_kind": _group(rows, lambda r: r["kind"]), "by_corpus": _group(rows, lambda r: r["corpus"]),
                 "by_subset": _group(rows, lambda r: r.get("subset", "-"))}
-    report = {"config": asdict(cfg), **({"adapters": adapter_digests(cfg)} if cfg.adapters else {}), "jobs": jobs, "cases": len(cases), "seconds": round(time.time() - started, 1),
+    report = {"config": asdict(cfg), "jobs": jobs, "cases": len(cases), "seconds": round(time.time() - started, 1),
               "environment": {**env, "loadavg_end": environment()["loadavg_1_5_15"]}, "summaries": summaries,
               "records": records}
+    if cfg.adapters:  # which weights the swapped presets ran with
+        report["adapters"] = adapter_digests(cfg)
     if resume is not None:  # records measured by an earlier run: its seconds and environment are not these
         report["checkpoint"] = {"path": resume[0], "resumed": sum(_record_key(r) in before for r in records)}
     return report
