@@ -7,7 +7,8 @@ nothing in it keeps this behaviour; tests/test_real_qwen.py holds the first ask)
 Greedy, one torch thread, the `qwen2.5-coder-0.5b` preset with each folder's adapter
 merged in place of the shipped one (none given: the shipped one). Each ask names the one
 line it wants; the empty file is "" and the one-blank-line file "\\n". Prints each edited
-file and, per adapter, how many of the asks on "" gave exactly that line.
+file and, per adapter, how many of the asks on "" gave exactly that line. Three of the
+asks are phrasings of the mix's `new_file` kind: a regression check, not a held-out one.
 """
 
 from __future__ import annotations

@@ -92,11 +92,38 @@ def test_every_template_formats_with_its_edits_facts():
             if edit is not None:
                 made[kind] = edit
                 break
-    assert set(made) >= set(KINDS_V2) - {"uncomment", "remove_param", "add_param", "docstring"}
+    # new_file edits only an empty document (test_an_empty_file_is_asked_for_its_first_line)
+    assert set(made) >= set(KINDS_V2) - {"uncomment", "remove_param", "add_param", "docstring", "new_file"}
     for kind, edit in made.items():
         for template in _T[kind]:
             template.format(L="line 1", L2="line 2", **edit.facts)  # no missing field
         assert phrase(edit, rng, "templated")[0] and phrase(edit, rng, "held_out")[0]
+
+
+def test_an_empty_file_is_asked_for_its_first_line():
+    """``new_file``: weight 0 unless given, and drawn last, so the shipped recipes' rows stay
+    as they were; given a weight, edits of an empty document ("") into one unindented line,
+    phrased by its own templates, whose oracle program resolves."""
+    import hashlib
+    import json
+
+    records = _records()
+    default = make_mix_v2(records, MixV2Config(seed=2, cases=40, buckets=SMALL))
+    assert "new_file" not in {c.meta["kind"] for c in default}
+    # the rows this mix drew before the kind existed (a change in the draws fails here)
+    assert hashlib.sha256(json.dumps([(c.doc, c.gold, c.meta) for c in default], sort_keys=True)
+                          .encode()).hexdigest()[:16] == "b58ac324a175ed47"
+    mix = make_mix_v2(records, MixV2Config(seed=2, cases=60, buckets=SMALL, kinds=(("new_file", 0.5),)))
+    empty = [c for c in mix if c.meta["kind"] == "new_file"]
+    assert len(empty) >= 10
+    for case in empty:
+        assert case.doc == "" and (case.meta["lines"], case.meta["bucket"]) == (0, "0-0")
+        line = case.gold[:-1]
+        assert case.gold.endswith("\n") and line and "\n" not in line and line == line.strip()
+        assert resolve(oracle_program(case.doc, case.gold), case.doc) == case.gold
+        if case.meta["form"] == "words":
+            assert case.meta["template"] in templates("new_file", False) and line in case.meta["instruction"]
+    assert make_edit("new_file", random.Random(0), ["x = 1"], ["y = 2"], "python") is None
 
 
 def test_held_out_phrasings_never_reach_training_rows():

@@ -415,6 +415,8 @@ def make_mix_v2(records_by_corpus: dict[str, list[dict]], cfg: MixV2Config, *,
             if doc_lines is None:
                 continue
             kind = rng.choices(kinds, kind_weights)[0]
+            if kind == "new_file":  # drawn after the document, so other kinds draw as they did
+                doc_lines = []
             made = make_edit(kind, rng, doc_lines, pools[corpus], corpus)
             if made is None:
                 continue
@@ -432,12 +434,12 @@ def make_mix_v2(records_by_corpus: dict[str, list[dict]], cfg: MixV2Config, *,
             instruction = record["instruction"].strip()
         else:
             instruction, template = phrase(edit_facts, rng, {"words": "train"}.get(form, form))
-        doc, gold = _text(doc_lines), _text(gold_lines)
+        doc, gold = _text(doc_lines) if doc_lines else "", _text(gold_lines)
         if (doc, instruction) in seen:
             continue
         seen.add((doc, instruction))
         meta = {"kind": kind, "corpus": corpus, "file": key, "instruction": instruction, "form": form,
-                "lines": len(doc_lines), "bucket": f"{lo}-{hi}"}
+                "lines": len(doc_lines), "bucket": f"{lo}-{hi}" if doc_lines else "0-0"}
         if snippet is not None:
             meta["snippet"] = snippet
         if template is not None:

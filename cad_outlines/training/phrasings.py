@@ -142,13 +142,22 @@ _T: dict[str, list[str]] = {
         "Change the string {old} to {new}.", "In {L}, the text {old} should be {new}.",
         "Replace the string literal {old} with {new}.", "{old} should say {new}.",
         "Update the message {old} to {new}.", "Use {new} instead of {old}."],
+    "new_file": [
+        "Add the line `{new}`.", "Write `{new}` as the first line.",
+        "The file is empty; put this line in it:\n{new}", "Start the file with this line:\n{new}",
+        "Insert a new line containing exactly `{new}`.", "Add this line at the top of the file:\n{new}",
+        "Fill the empty file with the line `{new}`.", "Create the file's first line:\n{new}"],
 }
 #: The v2 synthetic edit kinds and their shares among synthetic edits.
 KINDS_V2: dict[str, float] = {
     "replace": 0.09, "insert_after": 0.08, "insert_before": 0.05, "delete": 0.07, "delete_span": 0.04,
     "change": 0.10, "rename": 0.08, "swap": 0.04, "identity": 0.03, "docstring": 0.06, "add_import": 0.05,
     "add_param": 0.05, "remove_param": 0.04, "comment_out": 0.05, "uncomment": 0.03, "wrap_if": 0.04,
-    "wrap_try": 0.04, "change_string": 0.06}
+    "wrap_try": 0.04, "change_string": 0.06,
+    # An empty file asked for its first line (the document is replaced by ""). Weight 0 by
+    # default, last in the table, so the shipped recipes draw the rows they drew before;
+    # `--kinds new_file:W` adds it (a continuation otherwise forgets empty files, docs/learn.md).
+    "new_file": 0.0}
 #: The one sentence per kind of the first mix (the "templated" evaluation subset).
 V1_TEMPLATE = {"replace": 0, "insert_after": 0, "insert_before": 0, "delete": 0, "delete_span": 0,
                "change": 0, "rename": 0, "swap": 0, "identity": 0}
@@ -270,6 +279,9 @@ def make_edit(kind: str, rng: random.Random, lines: list[str], pool: Sequence[st
     text); ``None`` when this document has no room for it."""
     n = len(lines)
     py = corpus == "python"
+    if kind == "new_file":  # only an empty document; a backtick would break the quoting templates
+        new = _new_line(rng, [line.strip() for line in pool if "`" not in line], ())
+        return Edit(kind, [new], {"new": new}) if n == 0 else None
     if kind == "identity":
         return Edit(kind, list(lines))
     if kind in ("replace", "insert_after", "insert_before", "delete", "comment_out"):
