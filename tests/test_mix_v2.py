@@ -126,6 +126,26 @@ def test_an_empty_file_is_asked_for_its_first_line():
     assert make_edit("new_file", random.Random(0), ["x = 1"], ["y = 2"], "python") is None
 
 
+def test_a_comment_at_the_top_of_the_file_empty_or_not():
+    """``top_comment``: weight 0 unless given (the default rows above are unchanged); given
+    one, a comment line in the corpus's own syntax put before line 1, the file empty in
+    some rows and not in others, the comment quoted whole or (``{text}``) without its marker."""
+    records = _records()
+    mix = make_mix_v2(records, MixV2Config(seed=3, cases=80, buckets=SMALL, kinds=(("top_comment", 0.5),)))
+    tops = [c for c in mix if c.meta["kind"] == "top_comment"]
+    assert {c.doc == "" for c in tops} == {True, False}
+    marks = {"python": "# ", "c": "// ", "prose": "<!-- "}
+    for case in tops:
+        first, rest = case.gold.split("\n", 1)
+        assert first.startswith(marks[case.meta["corpus"]]) and rest == case.doc
+        assert resolve(oracle_program(case.doc, case.gold), case.doc) == case.gold
+        if case.meta["form"] == "words":
+            assert case.meta["template"] in templates("top_comment", False)
+            body = first.removeprefix(marks[case.meta["corpus"]]).removesuffix(" -->")
+            assert (first if "{new}" in case.meta["template"] else body) in case.meta["instruction"]
+    assert {c.meta["corpus"] for c in tops} >= {"python", "c"}
+
+
 def test_held_out_phrasings_never_reach_training_rows():
     for kind in _T:
         train, held = templates(kind, False), templates(kind, True)

@@ -415,7 +415,8 @@ def make_mix_v2(records_by_corpus: dict[str, list[dict]], cfg: MixV2Config, *,
             if doc_lines is None:
                 continue
             kind = rng.choices(kinds, kind_weights)[0]
-            if kind == "new_file":  # drawn after the document, so other kinds draw as they did
+            # drawn after the document, so other kinds draw as they did
+            if kind == "new_file" or (kind == "top_comment" and rng.random() < 0.5):
                 doc_lines = []
             made = make_edit(kind, rng, doc_lines, pools[corpus], corpus)
             if made is None:

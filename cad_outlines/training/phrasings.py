@@ -147,6 +147,11 @@ _T: dict[str, list[str]] = {
         "The file is empty; put this line in it:\n{new}", "Start the file with this line:\n{new}",
         "Insert a new line containing exactly `{new}`.", "Add this line at the top of the file:\n{new}",
         "Fill the empty file with the line `{new}`.", "Create the file's first line:\n{new}"],
+    "top_comment": [
+        "Add a comment line '{new}' at the top of the file.", "Put the comment `{new}` on the first line.",
+        "Add a comment saying {text} at the top of the file.", "Start the file with the comment:\n{new}",
+        "Insert `{new}` as the file's first line.", "Add the header comment `{new}`.",
+        "Begin the file with a comment line '{new}'.", "Prepend a comment that says {text}."],
 }
 #: The v2 synthetic edit kinds and their shares among synthetic edits.
 KINDS_V2: dict[str, float] = {
@@ -157,7 +162,9 @@ KINDS_V2: dict[str, float] = {
     # An empty file asked for its first line (the document is replaced by ""). Weight 0 by
     # default, last in the table, so the shipped recipes draw the rows they drew before;
     # `--kinds new_file:W` adds it (a continuation otherwise forgets empty files, docs/learn.md).
-    "new_file": 0.0}
+    "new_file": 0.0,
+    # A comment line at the top of the file, the file empty half the time (weight 0, last).
+    "top_comment": 0.0}
 #: The one sentence per kind of the first mix (the "templated" evaluation subset).
 V1_TEMPLATE = {"replace": 0, "insert_after": 0, "insert_before": 0, "delete": 0, "delete_span": 0,
                "change": 0, "rename": 0, "swap": 0, "identity": 0}
@@ -232,6 +239,8 @@ _IMPORTS = {"python": ("import os", "import sys", "import re", "import json", "f
                        "import logging", "from pathlib import Path", "import math"),
             "c": ("#include <stdio.h>", "#include <string.h>", "#include <stdlib.h>", "#include <stdint.h>",
                   "#include <assert.h>", "#include <math.h>")}
+_NOTES = ("hi", "TODO", "TODO: tests", "helpers", "Copyright 2026 the authors", "SPDX-License-Identifier: MIT",
+          "generated file, do not edit", "utilities for parsing", "FIXME", "config", "main entry point")
 _PARAMS = ("verbose=False", "timeout=None", "strict=True", "name=None", "limit=10", "debug=False")
 _CONDS = ("verbose", "not quiet", "debug", "enabled", "x is not None", "count > 0")
 _EXCS = ("ValueError", "KeyError", "OSError", "Exception", "TypeError")
@@ -282,6 +291,14 @@ def make_edit(kind: str, rng: random.Random, lines: list[str], pool: Sequence[st
     if kind == "new_file":  # only an empty document; a backtick would break the quoting templates
         new = _new_line(rng, [line.strip() for line in pool if "`" not in line], ())
         return Edit(kind, [new], {"new": new}) if n == 0 else None
+    if kind == "top_comment":
+        c = _COMMENT.get(corpus, "#")
+        # the corpus's own comments, or a note; no quote marks, which would break the templates
+        own = [t for t in (s.strip().removeprefix(c).removesuffix("-->").strip() for s in pool
+                           if s.strip().startswith(c)) if t[:1].isalnum() and not set("`'\"") & set(t)]
+        text = rng.choice(own) if own and rng.random() < 0.5 else rng.choice(_NOTES)
+        new = f"<!-- {text} -->" if c == "<!--" else f"{c} {text}"
+        return Edit(kind, [new] + list(lines), {"new": new, "text": text})
     if kind == "identity":
         return Edit(kind, list(lines))
     if kind in ("replace", "insert_after", "insert_before", "delete", "comment_out"):
