@@ -39,11 +39,12 @@ def main() -> None:
     torch.set_num_threads(1)
     cases = {c.id: c for c in load_eval_cases("v2")}
     wanted = set(filter(None, args.subsets.split(",")))
-    records = [r for r in json.load(open(args.records))["records"]
+    with open(args.records) as f:
+        report = json.load(f)
+    records = [r for r in report["records"]
                if r["config"] == "qwen_cad" and not r["exact"] and r["complete"]
                and (not wanted or r["subset"] in wanted)]
     model = outlines.from_transformers(*build("qwen2.5-coder-0.5b", adapter=args.adapter))
-    out = open(args.out, "a") if args.out else None
     search = 0
     for r in records:
         case = cases[r["case"]]
@@ -56,9 +57,9 @@ def main() -> None:
                "chosen": round(scores["chosen"], 3)}
         search += scores["oracle"] > scores["chosen"]
         print(json.dumps(row), flush=True)
-        if out:
-            out.write(json.dumps(row) + "\n")
-            out.flush()
+        if args.out:  # one line at a time, so a stopped run keeps what it measured
+            with open(args.out, "a") as out:
+                out.write(json.dumps(row) + "\n")
     print(f"{search} of {len(records)} wrong programs: the oracle's program is the likelier one")
 
 

@@ -127,7 +127,7 @@ def test_an_empty_file_is_asked_for_its_first_line():
 
 
 def test_a_comment_at_the_top_of_the_file_empty_or_not():
-    """``top_comment``: weight 0 unless given (the default rows above are unchanged); given
+    """``top_comment``: weight 0 unless given (the digest above pins the default rows); given
     one, a comment line in the corpus's own syntax put before line 1, the file empty in
     some rows and not in others, the comment quoted whole or (``{text}``) without its marker."""
     records = _records()
