@@ -49,8 +49,8 @@ def main() -> None:
     for r in records:
         case = cases[r["case"]]
         scores = {}
+        gen = cad(model, case.doc, max_new_tokens=4096, instrumentation=Instrumentation(trace_alpha=True))
         for name, program in (("oracle", oracle_program(case.doc, case.gold)), ("chosen", r["output"])):
-            gen = cad(model, case.doc, max_new_tokens=4096, instrumentation=Instrumentation(trace_alpha=True))
             result = gen.run(case.meta["instruction"], force_program=program)
             scores[name] = result.alpha.log_likelihood
         row = {"case": r["case"], "kind": r["kind"], "oracle": round(scores["oracle"], 3),
