@@ -114,7 +114,7 @@ def test_logits_and_cache_after_rejected_drafts_match(preset, monkeypatch, tiny_
         def record(self, logits, allowed, token):
             self.logits.append(logits.clone())
 
-    monkeypatch.setattr(generator_module, "_new_trace", Recorder)
+    monkeypatch.setattr(generator_module, "AlphaTrace", Recorder)
     plain, _, plain_cache = _run(model, case["doc"], ops, draft_tags=False, trace_alpha=True)
     drafted, _, drafted_cache = _run(model, case["doc"], ops, trace_alpha=True)
     assert drafted.stats.draft_tokens > drafted.stats.draft_accepted  # some draft was rejected
@@ -606,7 +606,7 @@ def test_digit_alternatives_spare_index_forwards_and_change_nothing(monkeypatch,
         def record(self, logits, allowed, token):
             self.logits.append(logits.clone())
 
-    monkeypatch.setattr(generator_module, "_new_trace", Recorder)
+    monkeypatch.setattr(generator_module, "AlphaTrace", Recorder)
     plain, _, plain_cache = _run(model, doc, ops, draft_trees=False, trace_alpha=True)
     tree, tree_calls, tree_cache = _run(model, doc, ops, trace_alpha=True)
     assert tree.document == plain.document and tree.program == plain.program and tree.complete

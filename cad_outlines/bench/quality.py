@@ -257,8 +257,8 @@ def _run_generator(model: Any, case: Case, method: str, options: dict[str, Any],
             "dropped_tail": method == "cad" and result.complete and dropped_tail(result.ops, case),
             "copies_in_range": not any("out of range" in p for p in problems),
             "forwards": st.forward_passes, "program_tokens": st.program_tokens,
-            "prompt_tokens": st.prompt_tokens, "stop_reason": st.stop_reason, **cpu,
-            "output": result.program[:2000]}
+            "prompt_tokens": st.prompt_tokens, "stop_reason": st.stop_reason, "ended_in_gen": st.ended_in_gen,
+            **cpu, "output": result.program[:2000]}
 
 
 def _run_pld(model: Any, case: Case, options: dict[str, Any], budget: int,

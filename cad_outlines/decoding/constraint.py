@@ -336,6 +336,7 @@ class ProgramConstraint:
         self._decoder = codecs.getincrementaldecoder("utf-8")()
         self.text = ""  # program text consumed so far
         self._op_end = 0  # offset in text after the last complete op
+        self._marks: list[tuple[int, Any]] = []  # (len(text), decoder state) before each token
         self.ops: list[Op] = []
 
     # -- mask -------------------------------------------------------------------------
@@ -497,6 +498,7 @@ class ProgramConstraint:
                 raise ValueError(
                     f"token {int(tid)} rejected by the program grammar after "
                     f"{self.text[-60:]!r}: {self.matcher.get_error()}")
+            self._marks.append((len(self.text), self._decoder.getstate()))
             self.text += self._decoder.decode(self.piece_bytes(tid))
         if self.in_gen:
             # Inside a gen body only a </gen> in the new text can end the op: look there
@@ -512,6 +514,23 @@ class ProgramConstraint:
                 if self.monotone:
                     self.indices = self.indices.after(op.end)
         return new_ops
+
+    def rollback(self, cut: int) -> int:
+        """Undo the last tokens until the text ends at or before offset ``cut``, inside the
+        op being written; return how many were undone."""
+        length, undone = len(self.text), 0
+        while length > cut:
+            undone += 1
+            length = self._marks[-undone][0]
+        if length < self._op_end:
+            raise ValueError(f"a rollback to offset {cut} would undo a complete op (it ends at {self._op_end})")
+        if undone:
+            if not self.matcher.rollback(undone):
+                raise ValueError(f"the grammar could not undo {undone} tokens: {self.matcher.get_error()}")
+            self._decoder.setstate(self._marks[-undone][1])
+            del self._marks[-undone:]
+            self.text = self.text[:length]
+        return undone
 
     def end(self) -> None:
         """Refused: only ``</program>`` completes a program (``accepts_end`` is False)."""

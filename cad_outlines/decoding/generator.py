@@ -5,7 +5,8 @@ The one decode loop (:meth:`CaDGenerator._decode`) reads top to bottom::
     prefill the prompt (+ a draft)
     repeat until </program>:
         mask    the constraint's allowed set        (ProgramConstraint.allowed)
-        choose  argmax / sample / the forced program's next token
+        choose  argmax / sample / the forced program's next token (the model asking
+                for </program> inside a gen ends the program there: .ending)
         advance the grammar with it; take the grammar-forced run after it
         splice  the adapter's ids of every copy op that just completed
         verify  the leading tokens a draft already put in the cache are kept; the
@@ -32,10 +33,12 @@ from outlines.generator import SteerableGenerator
 
 from ..language import program, syntax
 from ..adapters import Adapter, get_adapter
+from .alpha import AlphaTrace
 from .compiling import CompiledGrammar, compile_grammar, tokenizer_setup_seconds
 from .constraint import LoopConstraint, ProgramConstraint, Unconstrained
 from .document import DocumentView
 from .drafting import DraftBudget, Drafter, forward_clock
+from .ending import asked_end, end_program
 from .defaults import DEFAULT_MAX_NEW_TOKENS, check_budget, check_layout, check_request
 from .forcing import ForcedText, forced_rejected
 from .options import Instrumentation, LoopSwitches
@@ -373,7 +376,7 @@ class CaDGenerator(SteerableGenerator):
         and the constraint (whose ``pending`` text is the op being written); returns the
         :class:`CaDResult` (the ``StopIteration`` value, what ``yield from`` evaluates to)."""
         start_time = time.perf_counter()
-        mark = self.instrumentation.observer or _unobserved
+        mark = self.instrumentation.observer or (lambda phase: None)
         max_new_tokens, sampling = options
         stats = CaDStats(compile_seconds=self.compiled.compile_seconds,
                          tokenizer_setup_seconds=tokenizer_setup_seconds(self.adapter.tokenizer))
@@ -386,7 +389,7 @@ class CaDGenerator(SteerableGenerator):
         if force_program is not None:
             text = force_program if isinstance(force_program, str) else program.render(force_program)
             forced = ForcedText.from_text(self.adapter, text, segmented=constrained)
-        trace = _new_trace() if self.instrumentation.trace_alpha else None
+        trace = AlphaTrace() if self.instrumentation.trace_alpha else None
         gen_cap = self.loop.max_gen_tokens if constrained and force_program is None else None
         gen_tokens = 0  # tokens chosen in the current gen body
         sampler = Sampler(sampling, processors=self.loop.logits_processors)
@@ -442,13 +445,18 @@ class CaDGenerator(SteerableGenerator):
                 token = planned  # the prediction's token, which the model does not overrule
             else:
                 token = sampler.choose_one(logits, allowed, seen)
+            ending = asked_end(constraint, logits, allowed, self.granularity == "lines") \
+                if constrained and forced is None else None
             if trace is not None:
                 trace.record(logits, allowed, token)
             stats.decoded_tokens += 1
             # advance the grammar, then take the forced runs and splices that follow
             mark("advance")
             context = [token]
-            new_ops = constraint.advance([token])
+            if ending is not None:  # </program> asked for inside a gen: the program ends there
+                context = end_program(constraint, ending, self.adapter.encode)  # no forward follows
+                stats.forced_tokens, stats.ended_in_gen = stats.forced_tokens + len(context) - 1, True
+            new_ops = constraint.advance(context)
             in_body = constrained and constraint.in_gen and not constraint.pending.endswith(
                 syntax.GEN_CLOSE_PREFIXES)
             in_index = constrained and syntax.COPY_START in constraint.pending
@@ -580,16 +588,6 @@ class CaDGenerator(SteerableGenerator):
         stats.draft_alternatives += sum(tree.alternative)
         stats.draft_seconds += time.perf_counter() - clock
         return tree
-
-
-def _unobserved(phase: str) -> None:
-    pass
-
-
-def _new_trace() -> Any:
-    from .alpha import AlphaTrace
-
-    return AlphaTrace()
 
 
 class _TokenizerOnly:

@@ -7,10 +7,12 @@ exactly ``resolve(ops, document)``:
 
 - a copy is one chunk, when its tag closes;
 - a gen body streams as it is decoded, holding back only what the next token may still
-  change: a suffix that may begin ``</gen>``, an unpaired trailing ``⟨`` (the escape
+  change: a suffix that may begin ``</gen>`` or ``</program>`` (the loop ends the program
+  there, :mod:`.ending`), an unpaired trailing ``⟨`` (the escape
   character: ``⟨⟨`` is ``⟨``, a lone ``⟨`` is ``<``), and, in line programs, a trailing
   ``"\\n"`` (the resolver drops one trailing newline of a gen) and a first ``"\\n"``
-  (likewise dropped);
+  (likewise dropped); the separator before a gen waits for its first text, so a gen the
+  loop withdraws (:mod:`.ending`) leaves no trace;
 - in line programs ops are joined by ``"\\n"``, emitted when the next op begins; a copy
   through the document's open end (:func:`~cad_outlines.language.syntax.copy_lines`)
   holds back its last ``"\\n"`` until another op begins, since the program may end there;
@@ -30,7 +32,7 @@ from typing import Any, Callable, Generator, Iterable, Sequence, TypeVar
 from ..language import escape
 from ..language.program import Copy, CopyTokens, Gen, Op
 from ..language.resolver import gen_body
-from ..language.syntax import ESCAPE_CHAR, GEN_CLOSE, GEN_OPEN, RESERVED_TAILS, with_crlf
+from ..language.syntax import ESCAPE_CHAR, GEN_CLOSE, GEN_OPEN, PROGRAM_CLOSE, RESERVED_TAILS, with_crlf
 
 
 class DocumentStream:
@@ -63,6 +65,7 @@ class DocumentStream:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._ops = 0  # ops begun (for the line separator)
         self._gen_sent: str | None = None  # text already emitted of the gen being written
+        self._gen_begun = False  # the separator before the gen being written was emitted
         self._raw_done = 0  # escaped body characters already unescaped and emitted (or held)
         self._held_newline = False  # a trailing "\n" held back: it may be the gen's padding
         self._lead_seen = False  # the gen's first character has been seen
@@ -74,6 +77,9 @@ class DocumentStream:
         out = [self._finish(op) for op in ops]
         if pending.startswith(GEN_OPEN):
             out.append(self._grow(pending[len(GEN_OPEN):]))
+        elif self._gen_sent is not None:  # the loop withdrew a gen that held no line
+            assert not self._gen_begun, "a withdrawn gen had text streamed"
+            self._gen_sent = None
         return self._ends("".join(out))
 
     def close(self) -> str:
@@ -102,12 +108,13 @@ class DocumentStream:
 
     def _finish(self, op: Op) -> str:
         if isinstance(op, Gen):
-            head = self._begin() if self._gen_sent is None else ""
+            head = "" if self._gen_begun else self._begin()
             sent = self._gen_sent or ""
             final = gen_body(op.text) if self._lines is not None else op.text
             # The held-back rules make what was sent a prefix of the final text.
             assert final.startswith(sent), (final, sent)
             self._gen_sent, self._raw_done, self._held_newline, self._lead_seen = None, 0, False, False
+            self._gen_begun = False
             return head + self._text(final[len(sent):])
         head = self._begin()
         if isinstance(op, Copy) and self._lines is not None:
@@ -126,9 +133,8 @@ class DocumentStream:
         settled cut the escape decodes piecewise), so a step costs the same at any body
         length instead of re-decoding the whole body.
         """
-        head = ""
         if self._gen_sent is None:
-            head, self._gen_sent = self._begin(), ""
+            self._gen_sent = ""
             self._raw_done, self._held_newline, self._lead_seen = 0, False, False
         cut = self._settled_cut(body)
         piece = escape.decode(body[self._raw_done:cut]) if cut > self._raw_done else ""
@@ -143,17 +149,20 @@ class DocumentStream:
             if piece.endswith("\n"):
                 piece, self._held_newline = piece[:-1], True  # may be the trailing padding newline
         self._gen_sent += piece
+        head = ""
+        if piece and not self._gen_begun:
+            head, self._gen_begun = self._begin(), True
         return head + self._text(piece)
 
     @staticmethod
     def _settled_cut(body: str) -> int:
         """The length of the part of ``body`` that no later token can change (looks at
-        the end only: a suffix that may begin ``</gen>``, a run of escape characters
+        the end only: a suffix that may begin ``</gen>`` or ``</program>``, a run of escape characters
         followed by (a prefix of) a reserved tail)."""
         end = len(body)
-        for k in range(min(len(GEN_CLOSE) - 1, end), 0, -1):
-            if GEN_CLOSE.startswith(body[end - k:end]):
-                end -= k  # may be the start of </gen>
+        for k in range(min(len(PROGRAM_CLOSE) - 1, end), 0, -1):
+            if GEN_CLOSE.startswith(body[end - k:end]) or PROGRAM_CLOSE.startswith(body[end - k:end]):
+                end -= k  # may begin </gen> (or </program>: the loop then ends the program there)
                 break
         # A run of escape chars is an escape only right before a reserved tail, so a run
         # followed by (a prefix of) a tail may still change meaning: hold it back.

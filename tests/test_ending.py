@@ -1,0 +1,139 @@
+"""A model that asks for ``</program>`` inside a gen body gets its program ended there.
+
+The grammar refuses ``</program>`` in a gen body; before :mod:`cad_outlines.decoding.ending`
+such a model wrote ``</program) </program) ...`` until the budget ran out (fine-tuned
+Qwen adapters on real C commits). A runner that wants one program text drives the loop
+here: it boosts every token that continues the text, so the constrained choice follows
+the text while the grammar allows it, and its most likely token is the refused one
+where the text asks for the program's end inside a gen.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cad_outlines.adapters import get_adapter
+from cad_outlines.decoding.generator import CaDGenerator
+from cad_outlines.decoding.options import Instrumentation, LoopSwitches
+from cad_outlines.decoding.runner import TransformersRunner
+from cad_outlines.decoding.streaming import drain
+from testdata import FAMILY_PRESETS
+
+DOC = "alpha = 1\nbeta = 2\ngamma = 3\n"
+
+
+class WantsText(TransformersRunner):
+    """The model's side, preferring at every step the longest token that continues
+    ``wanted`` from the program fed so far (splices and drafts off: what follows the
+    prompt is the program)."""
+
+    def __init__(self, hf_model, tokenizer, wanted: str):
+        super().__init__(hf_model)
+        self.adapter, self.wanted = get_adapter(tokenizer), wanted  # pieces with their spaces
+        self.pieces: dict[str, list[int]] = {}
+        for tid in range(len(tokenizer)):
+            self.pieces.setdefault(self.adapter.decode([tid]), []).append(tid)
+        self.prompt: int | None = None
+        self.fed: list[int] = []
+
+    def forward(self, ids, cache, rows=1):
+        logits = super().forward(ids, cache, rows).clone()  # inference tensors are read-only
+        if self.prompt is None:
+            self.prompt = len(ids)
+        del self.fed[cache.get_seq_length() - len(ids):]  # a fresh cache starts a new run
+        self.fed.extend(ids)
+        written = self.adapter.decode(self.fed[self.prompt:])
+        if self.wanted.startswith(written):
+            rest = self.wanted[len(written):]
+            for k in range(1, min(len(rest), 24) + 1):
+                for tid in self.pieces.get(rest[:k], []):
+                    if tid < logits.shape[-1]:
+                        logits[..., tid] = 1e4 + 10 * k
+        return logits
+
+
+def _editor(model, wanted: str, granularity: str = "lines") -> CaDGenerator:
+    runner = WantsText(model.model, model.hf_tokenizer, wanted)
+    return CaDGenerator(model, DOC, granularity=granularity, max_new_tokens=200,
+                        loop=LoopSwitches(splice=False, draft_tags=False),
+                        instrumentation=Instrumentation(runner=runner))
+
+
+def _streamed(editor: CaDGenerator, prompt: str) -> tuple[str, object]:
+    chunks, stream = [], editor.stream(prompt)
+    while True:
+        try:
+            chunks.append(next(stream))
+        except StopIteration as stop:
+            return "".join(chunks), stop.value
+
+
+@pytest.mark.parametrize("preset", FAMILY_PRESETS)
+def test_an_empty_gen_that_asks_for_the_end_is_withdrawn(preset, tiny_model):
+    model = tiny_model(preset)
+    editor = _editor(model, '<program><copy lines="1-2"/><gen>\n\n</program>')
+    result = editor.run("keep the first two lines")
+    assert result.complete and result.stats.ended_in_gen
+    assert result.program == '<program><copy lines="1-2"/></program>'
+    assert result.document == "alpha = 1\nbeta = 2"
+    assert result.stats.program_tokens < 60  # not the budget of 200
+    text, streamed = _streamed(editor, "keep the first two lines")
+    assert text == result.document and streamed.program == result.program
+
+
+@pytest.mark.parametrize("preset", FAMILY_PRESETS)
+def test_a_gen_with_text_is_closed_where_the_end_was_asked_for(preset, tiny_model):
+    model = tiny_model(preset)
+    editor = _editor(model, '<program><copy lines="1-2"/><gen>\ndelta = 4\n</program>')
+    result = editor.run("replace the last line")
+    assert result.complete and result.stats.ended_in_gen
+    assert result.program == '<program><copy lines="1-2"/><gen>\ndelta = 4\n</gen></program>'
+    assert result.document == "alpha = 1\nbeta = 2\ndelta = 4"
+    text, _ = _streamed(editor, "replace the last line")
+    assert text == result.document
+
+
+def test_token_programs_keep_a_newline_gen(tiny_model):
+    model = tiny_model(FAMILY_PRESETS[0])
+    editor = _editor(model, '<program><copy tokens="0-2"/><gen>\n</program>', granularity="tokens")
+    result = editor.run("cut after the first tokens")
+    assert result.complete and result.stats.ended_in_gen
+    assert result.program == '<program><copy tokens="0-2"/><gen>\n</gen></program>'  # "\n" is text here
+
+
+def test_program_close_look_alikes_in_a_gen_are_text(tiny_model):
+    # "</program" followed by anything but ">" is gen text: held back while it could
+    # still become the program's end, then streamed.
+    model = tiny_model(FAMILY_PRESETS[0])
+    wanted = '<program><copy lines="1-3"/><gen>\ntag = "</program)"\n</gen></program>'
+    editor = _editor(model, wanted)
+    result = editor.run("add a tag")
+    assert result.complete and not result.stats.ended_in_gen
+    assert result.program == wanted
+    assert result.document == DOC.rstrip("\n") + '\ntag = "</program)"'
+    text, _ = _streamed(editor, "add a tag")
+    assert text == result.document
+
+
+def test_rollback_undoes_whole_tokens_inside_the_op(tiny_model):
+    model = tiny_model(FAMILY_PRESETS[0])
+    editor = CaDGenerator(model, DOC)
+    from cad_outlines.decoding.constraint import ProgramConstraint
+
+    constraint = ProgramConstraint(editor.compiled, editor.view.indices)
+    tok = model.hf_tokenizer
+    head = '<program><copy lines="1-2"/>'
+    for piece in (head, "<gen>", "\nx = 1", "\n</prog"):
+        constraint.advance(tok.encode(piece, add_special_tokens=False))
+    ops = list(constraint.ops)
+    at = len(head) + len("<gen>\nx = 1") + 1  # inside the last piece's first token
+    undone = constraint.rollback(at)
+    assert undone >= 1 and len(constraint.text) <= at
+    assert constraint.text == (head + "<gen>\nx = 1\n</prog")[:len(constraint.text)]
+    assert constraint.ops == ops
+    rest = tok.encode((head + "<gen>\nx = 1\n</gen></program>")[len(constraint.text):], add_special_tokens=False)
+    assert constraint.validate(rest) == len(rest)  # the grammar is back where the text is
+    constraint.advance(rest)
+    assert constraint.done
+    with pytest.raises(ValueError, match="complete op"):
+        constraint.rollback(len(head) - 1)
