@@ -93,6 +93,16 @@ def test_a_gen_with_text_is_closed_where_the_end_was_asked_for(preset, tiny_mode
     assert text == result.document
 
 
+@pytest.mark.parametrize("preset", FAMILY_PRESETS)
+def test_a_first_gen_that_asks_for_the_end_rolls_back_into_the_program_tag(preset, tiny_model):
+    # The forced run after <program> may end in a token that begins <gen> (Qwen's "><"):
+    # withdrawing the gen undoes that token too, and </program> follows <program>.
+    model = tiny_model(preset)
+    result = _editor(model, "<program><gen>\n\n</program>").run("nothing")
+    assert result.complete and result.stats.ended_in_gen
+    assert result.program == "<program></program>" and result.ops == []
+
+
 def test_token_programs_keep_a_newline_gen(tiny_model):
     model = tiny_model(FAMILY_PRESETS[0])
     editor = _editor(model, '<program><copy tokens="0-2"/><gen>\n</program>', granularity="tokens")
@@ -137,3 +147,27 @@ def test_rollback_undoes_whole_tokens_inside_the_op(tiny_model):
     assert constraint.done
     with pytest.raises(ValueError, match="complete op"):
         constraint.rollback(len(head) - 1)
+
+
+@pytest.mark.parametrize("head, body, cut_at, text", [
+    ('<program><copy lines="1-2"/>', "\n\n</program", None, "</program>"),  # only padding: withdrawn
+    ('<program><copy lines="1-2"/>', "\nx = 1\n</prog", "\nx = 1\n", "</gen></program>"),  # typed part goes
+    ('<program><copy lines="1-2"/>', "\nif a < b:\n", "\nif a < b:\n", "</gen></program>"),  # "<" stays
+    ("<program>", "\n</program", None, "</program>"),  # the first op: back into <program>'s tokens
+])
+def test_the_end_is_read_off_the_text_where_a_processor_stopped(head, body, cut_at, text, tiny_model):
+    # vLLM's driver sees the request end inside a gen; it places the end as asked_end does.
+    from cad_outlines.decoding.constraint import ProgramConstraint
+    from cad_outlines.decoding.ending import end_program, ended_in_gen
+
+    model = tiny_model(FAMILY_PRESETS[0])
+    editor = CaDGenerator(model, DOC)
+    constraint = ProgramConstraint(editor.compiled, editor.view.indices)
+    for piece in (head, "<gen>" + body):  # a copy tag ends on a token boundary, as in the loop
+        constraint.advance(model.hf_tokenizer.encode(piece, add_special_tokens=False))
+    ending = ended_in_gen(constraint)
+    gen_at = len(head)
+    assert ending.cut == (gen_at if cut_at is None else gen_at + len("<gen>") + len(cut_at))
+    assert ending.text == text
+    constraint.advance(end_program(constraint, ending, editor.adapter.encode))
+    assert constraint.done and constraint.text == constraint.text[:ending.cut] + text

@@ -249,6 +249,46 @@ def test_a_prediction_is_a_prior_as_on_the_hf_loop(family, splice):
         cad_vllm.VLLMEditor(llm, follow_prediction=2.0)
 
 
+@SPLICES
+def test_a_model_asking_for_the_end_inside_a_gen_gets_it_on_vllm(family, splice, monkeypatch):
+    """As on transformers (tests/test_ending.py): where the model's top token would
+    complete ``</program>`` inside a gen, the processor ends the request and the driver
+    ends the program there, instead of decoding to the budget. The model is biased
+    inside the engine (one process in tests) toward one program text."""
+    from cad_outlines.engines import _vllm_processor
+
+    llm, _ = family
+    editor = cad_vllm.VLLMEditor(llm, max_new_tokens=120, splice=splice)
+    adapter = editor.adapter
+    pieces: dict[str, list[int]] = {}
+    for tid in range(len(adapter.tokenizer)):
+        pieces.setdefault(adapter.decode([tid]), []).append(tid)
+    original = _vllm_processor._RequestConstraint.__call__
+
+    def wants(wanted):
+        def biased(self, output_ids, logits):
+            written = self.constraint.text + adapter.decode(output_ids[self.seen:])
+            if wanted.startswith(written):
+                rest = wanted[len(written):]
+                for k in range(1, min(len(rest), 24) + 1):
+                    for tid in pieces.get(rest[:k], []):
+                        if tid < logits.shape[-1]:
+                            logits[tid] = 1e4 + 10 * k
+            return original(self, output_ids, logits)
+        return biased
+
+    for wanted, program_text in (
+            ('<program><copy lines="1-2"/><gen>\n\n</program>', '<program><copy lines="1-2"/></program>'),
+            ('<program><copy lines="1-2"/><gen>\nvalue_3 = 0\n</program>',
+             '<program><copy lines="1-2"/><gen>\nvalue_3 = 0\n</gen></program>')):
+        monkeypatch.setattr(_vllm_processor._RequestConstraint, "__call__", wants(wanted))
+        got = editor.run(DOC, "edit")
+        assert got.complete and got.stats.ended_in_gen, got.program
+        assert got.program == program_text
+        assert got.document == resolve(program.parse(program_text), DOC)
+        assert not llm.llm_engine.has_unfinished_requests()  # nothing left paused in the engine
+
+
 def test_the_processor_refuses_malformed_arguments_at_the_request():
     """Checked when vLLM takes the request (a ValueError to its caller): inside the engine
     an exception would take every request down."""

@@ -336,7 +336,9 @@ class ProgramConstraint:
         self._decoder = codecs.getincrementaldecoder("utf-8")()
         self.text = ""  # program text consumed so far
         self._op_end = 0  # offset in text after the last complete op
-        self._marks: list[tuple[int, Any]] = []  # (len(text), decoder state) before each token
+        # Before each token: len(text), the decoder's state, and _op_end and the op count
+        # before the advance that took it (a rollback restores them; see rollback).
+        self._marks: list[tuple[int, Any, int, int]] = []
         self.ops: list[Op] = []
 
     # -- mask -------------------------------------------------------------------------
@@ -492,13 +494,13 @@ class ProgramConstraint:
         ValueError
             When the matcher rejects a token (names the token and the text so far).
         """
-        old_length = len(self.text)
+        old_length, before = len(self.text), (self._op_end, len(self.ops))
         for tid in ids:
             if not self.matcher.consume_token(int(tid)):
                 raise ValueError(
                     f"token {int(tid)} rejected by the program grammar after "
                     f"{self.text[-60:]!r}: {self.matcher.get_error()}")
-            self._marks.append((len(self.text), self._decoder.getstate()))
+            self._marks.append((len(self.text), self._decoder.getstate(), *before))
             self.text += self._decoder.decode(self.piece_bytes(tid))
         if self.in_gen:
             # Inside a gen body only a </gen> in the new text can end the op: look there
@@ -516,20 +518,29 @@ class ProgramConstraint:
         return new_ops
 
     def rollback(self, cut: int) -> int:
-        """Undo the last tokens until the text ends at or before offset ``cut``, inside the
-        op being written; return how many were undone."""
+        """Undo the last tokens until the text ends at or before offset ``cut``; return
+        how many were undone. No complete op may be undone (``ValueError``): the ops the
+        loop has spliced and streamed stay.
+
+        The ops are read at the end of each :meth:`advance`, so a token undone from the
+        middle of one restores the state before that advance; the kept tokens' op, if
+        they completed one, would be read again. The loop never does that: a copy tag
+        ends on a token boundary and its advance ends there (the splice follows).
+        """
         length, undone = len(self.text), 0
         while length > cut:
             undone += 1
             length = self._marks[-undone][0]
-        if length < self._op_end:
-            raise ValueError(f"a rollback to offset {cut} would undo a complete op (it ends at {self._op_end})")
-        if undone:
-            if not self.matcher.rollback(undone):
-                raise ValueError(f"the grammar could not undo {undone} tokens: {self.matcher.get_error()}")
-            self._decoder.setstate(self._marks[-undone][1])
-            del self._marks[-undone:]
-            self.text = self.text[:length]
+        if not undone:
+            return 0
+        _, state, op_end, op_count = self._marks[-undone]
+        if op_count < len(self.ops) or length < op_end:
+            raise ValueError(f"a rollback to offset {cut} would undo a complete op (the last ends at {self._op_end})")
+        if not self.matcher.rollback(undone):
+            raise ValueError(f"the grammar could not undo {undone} tokens: {self.matcher.get_error()}")
+        self._decoder.setstate(state)
+        del self._marks[-undone:]
+        self.text, self._op_end = self.text[:length], op_end
         return undone
 
     def end(self) -> None:

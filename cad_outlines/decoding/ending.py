@@ -48,14 +48,30 @@ def asked_end(constraint: ProgramConstraint, logits: torch.Tensor, allowed: torc
     top = int(torch.argmax(logits))
     if top < allowed.numel() and bool(allowed[top]):
         return None
-    pending = constraint.pending
     # Only the body's end and the new piece can form a new </program>.
-    tail = pending[-len(PROGRAM_CLOSE):]
+    tail = constraint.pending[-len(PROGRAM_CLOSE):]
     at = (tail + constraint.piece_bytes(top).decode("utf-8", "replace")).find(PROGRAM_CLOSE)
     if at < 0:
         return None
-    start = len(constraint.text) - len(pending)  # where the gen's <gen> begins
-    cut = min(len(constraint.text), len(constraint.text) - len(tail) + at)
+    return _ending(constraint, min(len(constraint.text), len(constraint.text) - len(tail) + at), lines)
+
+
+def ended_in_gen(constraint: ProgramConstraint, lines: bool = True) -> Ending | None:
+    """The program's end as :func:`asked_end` placed it, read off the text alone, for a
+    decode that stopped inside a gen where the model asked for the end (vLLM's logits
+    processor ends the request there; its driver ends the program): ``</program>``
+    holds its ``<`` only first, so the typed part is the body's suffix from its last
+    ``<``, if that suffix begins ``</program>``; ``None`` outside a gen."""
+    if not constraint.in_gen:
+        return None
+    pending = constraint.pending
+    typed = pending[max(len(GEN_OPEN), pending.rfind("<")):]
+    cut = len(constraint.text) - (len(typed) if PROGRAM_CLOSE.startswith(typed) else 0)
+    return _ending(constraint, cut, lines)
+
+
+def _ending(constraint: ProgramConstraint, cut: int, lines: bool) -> Ending:
+    start = len(constraint.text) - len(constraint.pending)  # where the gen's <gen> begins
     body = constraint.text[start + len(GEN_OPEN):cut]  # newlines are never escaped
     if (gen_body(body) if lines else body) == "":
         return Ending(start, PROGRAM_CLOSE)  # withdraw the gen: nothing of it is kept

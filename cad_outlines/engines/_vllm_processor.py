@@ -27,7 +27,10 @@ beginning, the plan's next token is taken whenever the model gives it at least
 (``LoopSwitches.follow_prediction``): the same prior on both engines.
 
 When the constraint cannot go on (a forced token it rejects, a dead end), the processor
-allows only the end-of-sequence token: the request ends and the driver reports it.
+allows only the end-of-sequence token: the request ends and the driver reports it. It
+does so too where the model asks for ``</program>`` inside a gen body
+(:func:`~cad_outlines.decoding.ending.asked_end`): the driver then ends the program
+there, as the transformers loop does (:func:`~cad_outlines.decoding.ending.ended_in_gen`).
 An exception here would take the whole engine down, not just one request.
 """
 
@@ -43,6 +46,7 @@ from ..decoding.compiling import CompiledGrammar, compile_grammar
 from ..decoding.constraint import ProgramConstraint
 from ..decoding.document import copy_indices
 from ..decoding.drafting import Drafter
+from ..decoding.ending import asked_end
 from ..decoding.sampler import holds
 from ..language import program
 from ..language.program import Copy, CopyTokens
@@ -201,6 +205,9 @@ class _RequestConstraint:
             self.failed = True
             return self._only_eos(logits)
         allowed = allowed.to(logits.device)
+        if asked_end(constraint, logits, allowed, constraint.compiled.granularity == "lines") is not None:
+            self.failed = True  # the driver ends the program where the model asked for it
+            return self._only_eos(logits)
         if self.follow is not None:
             try:
                 planned = self.follow.planned(constraint)

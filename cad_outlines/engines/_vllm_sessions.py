@@ -27,6 +27,7 @@ from vllm.sampling_params import RequestOutputKind
 from ..decoding.compiling import compile_grammar
 from ..decoding.constraint import ProgramConstraint
 from ..decoding.document import DocumentView
+from ..decoding.ending import end_program, ended_in_gen
 from ..decoding.forcing import forced_ids, forced_rejected
 from ..decoding.results import CaDResult, context_limit
 from ..language import program, syntax
@@ -173,6 +174,11 @@ class EditSession:
             ids.pop()
         clock = time.perf_counter()
         new_ops = self.constraint.advance(ids)
+        ending = (ended_in_gen(self.constraint, self.granularity == "lines")
+                  if ended and self.forced is None else None)
+        if ending is not None:  # the processor stopped where the model asked for </program>
+            new_ops += self.constraint.advance(end_program(self.constraint, ending, self.adapter.encode))
+            stats.ended_in_gen = True
         stats.constraint_seconds += time.perf_counter() - clock
         self.program_ids += ids
         self.context += ids
