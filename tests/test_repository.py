@@ -42,3 +42,14 @@ def test_carried_files_count_against_the_limit(tree_size, capsys):
     pyproject = (ROOT / "pyproject.toml").stat().st_size
     assert tree_size.main(["--plus", "pyproject.toml", "--limit", str(tree + pyproject)]) == 1
     assert tree_size.main(["--plus", "pyproject.toml", "--limit", str(tree + pyproject + 1)]) == 0
+
+
+@pytest.mark.parametrize("path", ["cad_outlines/data/tokenizers/qwen/tokenizer.json",
+                                  "tests/fixtures/tokenizers/codellama/tokenizer.json",
+                                  "tests/fixtures/tokenizers/deepseek-coder/tokenizer.json"])
+def test_tokenizer_files_are_stored_compact(path):
+    # Indented, the three files were 9 MiB larger (the Qwen one ships in the wheel); the
+    # content is the same either way (tests/test_conformance.py checks the encodings).
+    with open(ROOT / path, "rb") as handle:
+        head = handle.read(1 << 16)
+    assert b"\n " not in head and b": " not in head[:200], f"{path} is indented; store it compact"
