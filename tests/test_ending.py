@@ -68,29 +68,24 @@ def _streamed(editor: CaDGenerator, prompt: str) -> tuple[str, object]:
             return "".join(chunks), stop.value
 
 
+ENDINGS = [  # (what the model writes, the program it gets, the document)
+    ('<program><copy lines="1-2"/><gen>\n\n</program>',  # a gen of padding only: withdrawn
+     '<program><copy lines="1-2"/></program>', "alpha = 1\nbeta = 2"),
+    ('<program><copy lines="1-2"/><gen>\ndelta = 4\n</program>',  # closed where the end was asked for
+     '<program><copy lines="1-2"/><gen>\ndelta = 4\n</gen></program>', "alpha = 1\nbeta = 2\ndelta = 4"),
+]
+
+
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
-def test_an_empty_gen_that_asks_for_the_end_is_withdrawn(preset, tiny_model):
-    model = tiny_model(preset)
-    editor = _editor(model, '<program><copy lines="1-2"/><gen>\n\n</program>')
-    result = editor.run("keep the first two lines")
+@pytest.mark.parametrize("wanted, program, document", ENDINGS)
+def test_asking_for_the_end_inside_a_gen_ends_the_program_there(preset, wanted, program, document, tiny_model):
+    editor = _editor(tiny_model(preset), wanted)
+    result = editor.run("edit")
     assert result.complete and result.stats.ended_in_gen
-    assert result.program == '<program><copy lines="1-2"/></program>'
-    assert result.document == "alpha = 1\nbeta = 2"
+    assert result.program == program and result.document == document
     assert result.stats.program_tokens < 60  # not the budget of 200
-    text, streamed = _streamed(editor, "keep the first two lines")
+    text, streamed = _streamed(editor, "edit")
     assert text == result.document and streamed.program == result.program
-
-
-@pytest.mark.parametrize("preset", FAMILY_PRESETS)
-def test_a_gen_with_text_is_closed_where_the_end_was_asked_for(preset, tiny_model):
-    model = tiny_model(preset)
-    editor = _editor(model, '<program><copy lines="1-2"/><gen>\ndelta = 4\n</program>')
-    result = editor.run("replace the last line")
-    assert result.complete and result.stats.ended_in_gen
-    assert result.program == '<program><copy lines="1-2"/><gen>\ndelta = 4\n</gen></program>'
-    assert result.document == "alpha = 1\nbeta = 2\ndelta = 4"
-    text, _ = _streamed(editor, "replace the last line")
-    assert text == result.document
 
 
 @pytest.mark.parametrize("preset", FAMILY_PRESETS)
