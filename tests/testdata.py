@@ -58,11 +58,7 @@ def _structure_bias(model, adapter, strength: float = 9.0):
 
     A forward hook boosts the program's literal pieces and, at positions inside a gen
     body, the pieces of ``</gen>``. It only changes which valid program is sampled:
-    validity is the constraint's job, never the hook's. Each position's bias reads the
-    tokens up to that position (the cache length locates the forward), so the biased
-    model stays a function of the prefix alone, as a real model is; drafting relies on
-    that (a drafted token sees exactly what it would see undrafted, a rejected one
-    leaves no trace).
+    validity is the constraint's job, never the hook's (:func:`prefix_hook`).
     """
     import torch
 
@@ -72,20 +68,32 @@ def _structure_bias(model, adapter, strength: float = 9.0):
         structure[torch.tensor(ids)] = strength
     closing = structure.clone()
     closing[torch.tensor(adapter.literal_ids["</gen>"])] = strength + 4
+
+    def bias(logits, text, last):
+        in_gen = text.rfind("<gen>") > text.rfind("</gen>")
+        logits += (closing if in_gen else structure).to(logits.dtype)
+
+    return prefix_hook(model, adapter, bias)
+
+
+def prefix_hook(model, adapter, bias):
+    """Register a forward hook calling ``bias(logits_row, text, last_ids)`` for each row of
+    logits a forward computes: ``text`` is the decoded last 120 ids before that row,
+    ``last_ids`` the last 3. The cache length locates each forward, so the biased model
+    stays a function of the prefix alone, as a real model is; drafting relies on that (a
+    drafted token sees exactly what it would see undrafted, a rejected one leaves no
+    trace). Chains only: tree forwards (``draft_trees``) are not located row by row."""
     fed: list[int] = []
 
     def hook(module, args, kwargs, output):
         ids = kwargs["input_ids"][0].tolist()
-        cache = kwargs["cache"]
-        end = cache.get_seq_length()
+        end = kwargs["cache"].get_seq_length()
         del fed[end - len(ids):]
         fed.extend(ids)
         rows = output.logits.shape[1]
         for row in range(rows):
             upto = end - rows + row + 1
-            text = adapter.decode(fed[max(0, upto - 120):upto])
-            in_gen = text.rfind("<gen>") > text.rfind("</gen>")
-            output.logits[0, row] += (closing if in_gen else structure).to(output.logits.dtype)
+            bias(output.logits[0, row], adapter.decode(fed[max(0, upto - 120):upto]), tuple(fed[max(0, upto - 3):upto]))
         return output
 
     return model.model.register_forward_hook(hook, with_kwargs=True)
