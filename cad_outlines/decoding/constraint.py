@@ -519,13 +519,9 @@ class ProgramConstraint:
 
     def rollback(self, cut: int) -> int:
         """Undo the last tokens until the text ends at or before offset ``cut``; return
-        how many were undone. No complete op may be undone (``ValueError``): the ops the
-        loop has spliced and streamed stay.
-
-        The ops are read at the end of each :meth:`advance`, so a token undone from the
-        middle of one restores the state before that advance; the kept tokens' op, if
-        they completed one, would be read again. The loop never does that: a copy tag
-        ends on a token boundary and its advance ends there (the splice follows).
+        how many were undone. Undoing a complete op (spliced, streamed) is a ``ValueError``.
+        Ops are read at the end of each :meth:`advance`, so undoing part of one restores
+        the op boundary from before it (a copy tag's advance ends at its close).
         """
         length, undone = len(self.text), 0
         while length > cut:
