@@ -209,3 +209,25 @@ def test_sampled_programs_that_ask_for_the_end_keep_every_guarantee(preset, tiny
     finally:
         handle.remove()
     assert ended >= 1  # the path under test was taken (deterministic: seeded cases and sampler)
+
+
+def test_a_padding_row_of_the_output_layer_asks_for_nothing(tiny_model):
+    # Qwen's output layer has 151,936 rows for 151,669 tokens: a top row past the
+    # tokenizer is no token (its llguidance "piece" is a placeholder), never an ending.
+    import torch
+
+    from cad_outlines.decoding.constraint import ProgramConstraint
+    from cad_outlines.decoding.ending import asked_end
+
+    model = tiny_model(FAMILY_PRESETS[0])
+    editor = CaDGenerator(model, DOC)
+    constraint = ProgramConstraint(editor.compiled, editor.view.indices)
+    constraint.advance(model.hf_tokenizer.encode("<program><gen>\n</program", add_special_tokens=False))
+    rows = editor.runner.vocab_size
+    assert rows > editor.compiled.table.vocab_size
+    allowed = constraint.allowed(rows)
+    logits = torch.zeros(rows)
+    logits[rows - 1] = 1.0
+    assert asked_end(constraint, logits, allowed) is None
+    logits[editor.adapter.encode(">")[0]] = 2.0  # the refused ">" itself does ask
+    assert asked_end(constraint, logits, allowed) is not None

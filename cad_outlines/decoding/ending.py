@@ -46,8 +46,8 @@ def asked_end(constraint: ProgramConstraint, logits: torch.Tensor, allowed: torc
     if not constraint.in_gen:
         return None
     top = int(torch.argmax(logits))
-    if top < allowed.numel() and bool(allowed[top]):
-        return None
+    if top >= constraint.compiled.table.vocab_size or bool(allowed[top]):
+        return None  # allowed, or a padding row of the output layer (no token)
     # Only the body's end and the new piece can form a new </program>.
     tail = constraint.pending[-len(PROGRAM_CLOSE):]
     at = (tail + constraint.piece_bytes(top).decode("utf-8", "replace")).find(PROGRAM_CLOSE)

@@ -205,7 +205,11 @@ class _RequestConstraint:
             self.failed = True
             return self._only_eos(logits)
         allowed = allowed.to(logits.device)
-        if asked_end(constraint, logits, allowed, constraint.compiled.granularity == "lines") is not None:
+        try:
+            asked = asked_end(constraint, logits, allowed, constraint.compiled.granularity == "lines")
+        except Exception:  # noqa: BLE001 - a check that fails must not take the engine down
+            asked = None
+        if asked is not None:
             self.failed = True  # the driver ends the program where the model asked for it
             return self._only_eos(logits)
         if self.follow is not None:
