@@ -197,7 +197,9 @@ def test_sampled_programs_that_ask_for_the_end_keep_every_guarantee(preset, tiny
     try:
         for index in range(12):
             case = draw_case(preset, seed=7, index=index, max_lines=40)
-            editor = BiasedGenerator(model, case.document, granularity=case.granularity,
+            # a document holding </program> turns the rule off (tested below): a look-alike stays
+            document = case.document.replace(syntax.PROGRAM_CLOSE, "</programs>")
+            editor = BiasedGenerator(model, document, granularity=case.granularity,
                                      temperature=case.temperature, top_p=case.top_p, seed=index,
                                      draft_tags=index % 2 == 0, draft_trees=False, max_new_tokens=64)
             result = editor.run("Edit this file.")
@@ -231,3 +233,17 @@ def test_a_padding_row_of_the_output_layer_asks_for_nothing(tiny_model):
     assert asked_end(constraint, logits, allowed) is None
     logits[editor.adapter.encode(">")[0]] = 2.0  # the refused ">" itself does ask
     assert asked_end(constraint, logits, allowed) is not None
+
+
+def test_a_document_holding_the_literal_keeps_the_grammars_refusal(tiny_model):
+    # There </program> typed in a gen may be the document's own text being retyped: no
+    # ending is inferred; the grammar refuses the ">" as before.
+    model = tiny_model(FAMILY_PRESETS[0])
+    runner = WantsText(model.model, model.hf_tokenizer, '<program><copy lines="1-2"/><gen>\n\n</program>')
+    editor = CaDGenerator(model, DOC + "<program></program>\n", max_new_tokens=40,
+                          loop=LoopSwitches(splice=False, draft_tags=False),
+                          instrumentation=Instrumentation(runner=runner))
+    result = editor.run("edit")
+    typed = '<program><copy lines="1-2"/><gen>\n\n</program'  # typed in full, then ">" refused
+    assert not result.stats.ended_in_gen
+    assert result.program.startswith(typed) and not result.program.startswith(typed + ">")

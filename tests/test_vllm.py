@@ -73,6 +73,8 @@ def _cases() -> list[tuple[str, str]]:
 
 
 SPLICES = pytest.mark.parametrize("splice", ["request", "session"])
+#: A model that asks for the program's end inside a gen (see tests/test_ending.py).
+PROGRAM_END_ASK = '<program><copy lines="1-2"/><gen>\n\n</program>'
 
 
 @SPLICES
@@ -278,7 +280,7 @@ def test_a_model_asking_for_the_end_inside_a_gen_gets_it_on_vllm(family, splice,
         return biased
 
     for wanted, program_text in (
-            ('<program><copy lines="1-2"/><gen>\n\n</program>', '<program><copy lines="1-2"/></program>'),
+            (PROGRAM_END_ASK, '<program><copy lines="1-2"/></program>'),
             ('<program><copy lines="1-2"/><gen>\nvalue_3 = 0\n</program>',
              '<program><copy lines="1-2"/><gen>\nvalue_3 = 0\n</gen></program>')):
         monkeypatch.setattr(_vllm_processor._RequestConstraint, "__call__", wants(wanted))
@@ -287,6 +289,12 @@ def test_a_model_asking_for_the_end_inside_a_gen_gets_it_on_vllm(family, splice,
         assert got.program == program_text
         assert got.document == resolve(program.parse(program_text), DOC)
         assert not llm.llm_engine.has_unfinished_requests()  # nothing left paused in the engine
+    # a document holding </program> as text: no ending is inferred, as on transformers
+    monkeypatch.setattr(_vllm_processor._RequestConstraint, "__call__", wants(PROGRAM_END_ASK))
+    got = cad_vllm.VLLMEditor(llm, max_new_tokens=40, splice=splice).run(DOC + "</program>\n", "edit")
+    typed = PROGRAM_END_ASK[:-1]  # typed in full, then the grammar refuses the ">"
+    assert not got.stats.ended_in_gen and got.program.startswith(typed) and not got.program.startswith(PROGRAM_END_ASK)
+    assert not llm.llm_engine.has_unfinished_requests()
 
 
 def test_the_processor_refuses_malformed_arguments_at_the_request():

@@ -13,6 +13,10 @@ ends as the model asked: the typed part of ``</program>`` is rolled back
 or, when the gen holds no line of its own (only its padding newlines), withdrawn, so
 that the program ends after the op before it. The streaming writer holds back a suffix
 that may begin ``</program>``, so no rolled-back text ever reached a stream.
+
+A document that holds ``</program>`` as text (this project's own grammar files, XML) may
+have it retyped in a gen, so there the loops draw no such inference: the grammar refuses
+the ``>`` as before (a gen writes the literal escaped, docs/escape.md).
 """
 
 from __future__ import annotations

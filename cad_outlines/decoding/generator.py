@@ -391,6 +391,8 @@ class CaDGenerator(SteerableGenerator):
             forced = ForcedText.from_text(self.adapter, text, segmented=constrained)
         trace = AlphaTrace() if self.instrumentation.trace_alpha else None
         gen_cap = self.loop.max_gen_tokens if constrained and force_program is None else None
+        # </program> typed in a gen asks for the end, unless the document holds it as text
+        ends = constrained and force_program is None and syntax.PROGRAM_CLOSE not in self.view.text
         gen_tokens = 0  # tokens chosen in the current gen body
         sampler = Sampler(sampling, processors=self.loop.logits_processors)
 
@@ -445,8 +447,7 @@ class CaDGenerator(SteerableGenerator):
                 token = planned  # the prediction's token, which the model does not overrule
             else:
                 token = sampler.choose_one(logits, allowed, seen)
-            ending = asked_end(constraint, logits, allowed, self.granularity == "lines") \
-                if constrained and forced is None else None
+            ending = asked_end(constraint, logits, allowed, self.granularity == "lines") if ends else None
             if trace is not None:
                 trace.record(logits, allowed, token)
             stats.decoded_tokens += 1

@@ -167,6 +167,7 @@ class _RequestConstraint:
         self.seen = 0
         self.failed = False
         self.pause = bool(args.get("pause"))
+        self.ends = not args.get("keep_program_close")  # the document holds </program> as text
         self.keep_going = {tuple(pair) for pair in args.get("keep_going", ())}
         self.paused = False
         self.follow = follow
@@ -206,10 +207,10 @@ class _RequestConstraint:
             return self._only_eos(logits)
         allowed = allowed.to(logits.device)
         try:
-            asked = asked_end(constraint, logits, allowed, constraint.compiled.granularity == "lines")
+            asked = self.ends and asked_end(constraint, logits, allowed, constraint.compiled.granularity == "lines")
         except Exception:  # noqa: BLE001 - a check that fails must not take the engine down
             asked = None
-        if asked is not None:
+        if asked:
             self.failed = True  # the driver ends the program where the model asked for it
             return self._only_eos(logits)
         if self.follow is not None:
