@@ -203,6 +203,11 @@ def test_v2_reports_by_subset(tiny_model):
     assert set(by) == {"templated", "commit_snippets"} and all(a["n"] == 1 for a in by.values())
     table = format_table(report)
     assert "By subset" in table and "| configuration | commit_snippets | templated |" in table
+    ended = sum(r["ended_in_gen"] for r in report["records"])
+    assert report["summaries"]["cad/greedy"]["all"]["ended_in_gen"] == ended
+    assert ("Programs ended inside a gen" in table) == bool(ended)
+    report["summaries"]["cad/greedy"]["all"]["ended_in_gen"] = 2
+    assert "where the model asked for the end (docs/generator.md): cad 2." in format_table(report)
 
 
 def test_a_floor_sweep_runs_side_by_side(tiny_model):

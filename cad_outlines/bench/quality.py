@@ -379,6 +379,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     exact = sum(bool(r["exact"]) for r in rows)
     return {"n": len(rows), "exact": share("exact"), "complete": share("complete"),
             "dropped_tail": sum(bool(r.get("dropped_tail")) for r in rows),
+            "ended_in_gen": sum(bool(r.get("ended_in_gen")) for r in rows),  # the decoding.ending rule
             # what an edit that comes out right costs: every run's CPU over the exact ones
             "cpu_seconds_per_exact": round(sum(r["cpu_total_seconds"] for r in rows) / exact, 3) if exact else None,
             "valid_of_complete": round(sum(r["valid"] for r in complete) / len(complete), 4) if complete else None,

@@ -50,6 +50,11 @@ def format_table(report: dict[str, Any]) -> str:
     for preset, folder in report["config"].get("adapters", ()):
         out += ["", f"`{preset}` ran with the adapter in `{folder}` (weights SHA-256 "
                     f"`{report['adapters'][preset]}`) in place of its shipped one."]
+    ended = {key.split("/")[0]: (s.get("all") or {}).get("ended_in_gen") for key, s in report["summaries"].items()}
+    ended = {name: count for name, count in ended.items() if count}  # reports written before this count have none
+    if ended:
+        out += ["", "Programs ended inside a gen where the model asked for the end (docs/generator.md): "
+                + ", ".join(f"{name} {count}" for name, count in ended.items()) + "."]
     out += ["", _speed_table(report, greedy)]
     subsets = sorted({r.get("subset", "-") for r in report["records"]} - {"-"})
     if subsets:  # the v2 set: exact / complete / dropped tails / CPU s per exact edit, per subset
