@@ -115,6 +115,12 @@ class DocumentView:
             return len(self.adapter.copy_ids(self.lines)) if self.upper else 0
         return self.upper
 
+    @cached_property
+    def holds_program_close(self) -> bool:
+        """Whether the text holds ``</program>``: typed in a gen it may then be the text
+        retyped, so no end of the program is inferred from it (:mod:`.ending`)."""
+        return syntax.PROGRAM_CLOSE in self.text
+
     def span_ids(self, op: Op) -> list[int]:
         """The ids a copy op splices into the context (the adapter's layout rule for lines)."""
         if isinstance(op, Copy):

@@ -391,8 +391,7 @@ class CaDGenerator(SteerableGenerator):
             forced = ForcedText.from_text(self.adapter, text, segmented=constrained)
         trace = AlphaTrace() if self.instrumentation.trace_alpha else None
         gen_cap = self.loop.max_gen_tokens if constrained and force_program is None else None
-        # </program> typed in a gen asks for the end, unless the document holds it as text
-        ends = constrained and force_program is None and syntax.PROGRAM_CLOSE not in self.view.text
+        ends = constrained and force_program is None and not self.view.holds_program_close  # .ending
         gen_tokens = 0  # tokens chosen in the current gen body
         sampler = Sampler(sampling, processors=self.loop.logits_processors)
 

@@ -117,7 +117,7 @@ class EditSession:
             budget = min(budget, room)
         args: dict[str, Any] = {"upper": self.upper, "granularity": self.granularity,
                                 "replay": list(self.program_ids), "eos": self.adapter.eos_token_id}
-        if syntax.PROGRAM_CLOSE in self.view.text:  # typed in a gen it may be the document's text
+        if self.view.holds_program_close:  # typed in a gen it may be the document's text
             args["keep_program_close"] = True
         if self.view.inside:  # the engine-side constraint keeps token copies whole characters too
             args["inside"] = self.view.inside
@@ -177,7 +177,7 @@ class EditSession:
         clock = time.perf_counter()
         new_ops = self.constraint.advance(ids)
         ending = (ended_in_gen(self.constraint, self.granularity == "lines")
-                  if ended and self.forced is None and syntax.PROGRAM_CLOSE not in self.view.text else None)
+                  if ended and self.forced is None and not self.view.holds_program_close else None)
         if ending is not None:  # the processor stopped where the model asked for </program>
             new_ops += self.constraint.advance(end_program(self.constraint, ending, self.adapter.encode))
             stats.ended_in_gen = True
