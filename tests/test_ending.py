@@ -18,7 +18,7 @@ from cad_outlines.decoding.generator import CaDGenerator
 from cad_outlines.decoding.options import Instrumentation, LoopSwitches
 from cad_outlines.decoding.runner import TransformersRunner
 from cad_outlines.language import syntax
-from testdata import FAMILY_PRESETS, prefix_hook
+from testdata import FAMILY_PRESETS, continuation_bias, prefix_hook
 
 DOC = "alpha = 1\nbeta = 2\ngamma = 3\n"
 
@@ -30,10 +30,8 @@ class WantsText(TransformersRunner):
 
     def __init__(self, hf_model, tokenizer, wanted: str):
         super().__init__(hf_model)
-        self.adapter, self.wanted = get_adapter(tokenizer), wanted  # pieces with their spaces
-        self.pieces: dict[str, list[int]] = {}
-        for tid in range(len(tokenizer)):
-            self.pieces.setdefault(self.adapter.decode([tid]), []).append(tid)
+        self.adapter = get_adapter(tokenizer)
+        self.boost = continuation_bias(self.adapter, wanted)
         self.prompt: int | None = None
         self.fed: list[int] = []
 
@@ -43,13 +41,7 @@ class WantsText(TransformersRunner):
             self.prompt = len(ids)
         del self.fed[cache.get_seq_length() - len(ids):]  # a fresh cache starts a new run
         self.fed.extend(ids)
-        written = self.adapter.decode(self.fed[self.prompt:])
-        if self.wanted.startswith(written):
-            rest = self.wanted[len(written):]
-            for k in range(1, min(len(rest), 24) + 1):
-                for tid in self.pieces.get(rest[:k], []):
-                    if tid < logits.shape[-1]:
-                        logits[..., tid] = 1e4 + 10 * k
+        self.boost(self.adapter.decode(self.fed[self.prompt:]), logits)
         return logits
 
 

@@ -30,7 +30,7 @@ from cad_outlines.decoding.generator import CaDGenerator, ForcedProgramError  # 
 from cad_outlines.language.resolver import resolve  # noqa: E402
 from cad_outlines.generate import cad
 
-from testdata import TOKENIZERS, corpus_records  # noqa: E402
+from testdata import TOKENIZERS, continuation_bias, corpus_records  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 
@@ -262,20 +262,13 @@ def test_a_model_asking_for_the_end_inside_a_gen_gets_it_on_vllm(family, splice,
     llm, _ = family
     editor = cad_vllm.VLLMEditor(llm, max_new_tokens=120, splice=splice)
     adapter = editor.adapter
-    pieces: dict[str, list[int]] = {}
-    for tid in range(len(adapter.tokenizer)):
-        pieces.setdefault(adapter.decode([tid]), []).append(tid)
     original = _vllm_processor._RequestConstraint.__call__
 
     def wants(wanted):
+        boost = continuation_bias(adapter, wanted)
+
         def biased(self, output_ids, logits):
-            written = self.constraint.text + adapter.decode(output_ids[self.seen:])
-            if wanted.startswith(written):
-                rest = wanted[len(written):]
-                for k in range(1, min(len(rest), 24) + 1):
-                    for tid in pieces.get(rest[:k], []):
-                        if tid < logits.shape[-1]:
-                            logits[tid] = 1e4 + 10 * k
+            boost(self.constraint.text + adapter.decode(output_ids[self.seen:]), logits)
             return original(self, output_ids, logits)
         return biased
 

@@ -97,3 +97,36 @@ def prefix_hook(model, adapter, bias):
         return output
 
     return model.model.register_forward_hook(hook, with_kwargs=True)
+
+
+def continuation_bias(adapter, wanted: str):
+    """``boost(written, logits)``: where ``written`` is a prefix of ``wanted``, give every
+    token that continues it along ``wanted`` a large logit, the longer the larger, so the
+    constrained choice follows ``wanted`` while the grammar allows it and the model's top
+    token is the one it refuses where ``wanted`` leaves the grammar. A model that wants one
+    program text, for the loop's runner (tests/test_ending.py) and vLLM's processor."""
+    pieces = _pieces(adapter)
+
+    def boost(written: str, logits) -> None:
+        if wanted.startswith(written):
+            rest = wanted[len(written):]
+            for k in range(1, min(len(rest), 24) + 1):
+                for tid in pieces.get(rest[:k], []):
+                    if tid < logits.shape[-1]:
+                        logits[..., tid] = 1e4 + 10 * k
+
+    return boost
+
+
+_PIECES: dict[int, tuple[object, dict[str, list[int]]]] = {}  # id -> (tokenizer, kept alive; table)
+
+
+def _pieces(adapter) -> dict[str, list[int]]:
+    """Each token's text (with its spaces, as the adapter decodes it) -> its ids; once per tokenizer."""
+    key = id(adapter.tokenizer)
+    if key not in _PIECES:
+        table: dict[str, list[int]] = {}
+        for tid in range(len(adapter.tokenizer)):
+            table.setdefault(adapter.decode([tid]), []).append(tid)
+        _PIECES[key] = (adapter.tokenizer, table)
+    return _PIECES[key][1]
