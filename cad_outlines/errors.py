@@ -229,9 +229,11 @@ class CopyRangeError(ReplyError):
 
 class IncompleteProgramError(ModelOutputError, RuntimeError):
     """The run stopped before ``</program>`` (``result.stats.stop_reason`` says why: the
-    token budget, the gen cap or the model's context); ``.result`` holds the complete ops."""
+    token budget, the gen cap, a gen repeating itself or the model's context); ``.result``
+    holds the complete ops."""
 
     _WHY = {"max_gen_tokens": "a gen body reached max_gen_tokens",
+            "repetition": "a gen body kept repeating the same text, more than the document ever does",
             "context": "the model's context (max_position_embeddings) ran out"}
 
     def __init__(self, result: Any):

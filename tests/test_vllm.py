@@ -8,6 +8,7 @@ weights), with a head size of 32 because vLLM's CPU attention has no kernel for 
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import os
@@ -26,6 +27,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 from cad_outlines.tools import models
 from cad_outlines.language import oracle, program, syntax  # noqa: E402
 from cad_outlines.engines import vllm as cad_vllm  # noqa: E402
+from cad_outlines.engines import _vllm_processor  # noqa: E402
 from cad_outlines.decoding.generator import CaDGenerator, ForcedProgramError  # noqa: E402
 from cad_outlines.language.resolver import resolve  # noqa: E402
 from cad_outlines.generate import cad
@@ -33,6 +35,7 @@ from cad_outlines.generate import cad
 from testdata import TOKENIZERS, continuation_bias, corpus_records  # noqa: E402
 
 pytestmark = pytest.mark.vllm
+_PROCESS = _vllm_processor._RequestConstraint.__call__  # unbiased, whatever a test patches
 
 BLOCK = 32  # vLLM's CPU block size must be a multiple of 32
 HEADS = dict(num_attention_heads=2, num_key_value_heads=1)  # head size 64 / 2 = 32
@@ -257,21 +260,10 @@ def test_a_model_asking_for_the_end_inside_a_gen_gets_it_on_vllm(family, splice,
     complete ``</program>`` inside a gen, the processor ends the request and the driver
     ends the program there, instead of decoding to the budget. The model is biased
     inside the engine (one process in tests) toward one program text."""
-    from cad_outlines.engines import _vllm_processor
-
     llm, _ = family
     editor = cad_vllm.VLLMEditor(llm, max_new_tokens=120, splice=splice)
     adapter = editor.adapter
-    original = _vllm_processor._RequestConstraint.__call__
-
-    def wants(wanted):
-        boost = continuation_bias(adapter, wanted)
-
-        def biased(self, output_ids, logits):
-            boost(self.constraint.text + adapter.decode(output_ids[self.seen:]), logits)
-            return original(self, output_ids, logits)
-        return biased
-
+    wants = functools.partial(_wanting, adapter)
     for wanted, program_text in (
             (PROGRAM_END_ASK, '<program><copy lines="1-2"/></program>'),
             ('<program><copy lines="1-2"/><gen>\nvalue_3 = 0\n</program>',
@@ -287,6 +279,39 @@ def test_a_model_asking_for_the_end_inside_a_gen_gets_it_on_vllm(family, splice,
     got = cad_vllm.VLLMEditor(llm, max_new_tokens=40, splice=splice).run(DOC + "</program>\n", "edit")
     typed = PROGRAM_END_ASK[:-1]  # typed in full, then the grammar refuses the ">"
     assert not got.stats.ended_in_gen and got.program.startswith(typed) and not got.program.startswith(PROGRAM_END_ASK)
+    assert not llm.llm_engine.has_unfinished_requests()
+
+
+def _wanting(adapter, wanted: str):
+    """The engine-side processor's ``__call__``, biased toward the program text ``wanted``
+    (vLLM runs in this process in tests): a model that wants one program."""
+    boost = continuation_bias(adapter, wanted)
+
+    def biased(self, output_ids, logits):
+        boost(self.constraint.text + adapter.decode(output_ids[self.seen:]), logits)
+        return _PROCESS(self, output_ids, logits)
+    return biased
+
+
+@pytest.mark.parametrize("splice", ["request", "session"])
+def test_a_gen_repeating_itself_stops_the_edit_on_vllm(family, splice, monkeypatch):
+    """As on transformers (tests/test_repetition.py): a gen body looping past anything in
+    the document ends the request; the driver stops the edit, ``stop_reason ==
+    "repetition"``, long before the budget; ``repetition_guard=False`` runs to it."""
+    from cad_outlines.decoding.repetition import MIN_CHARS, looping
+
+    llm, _ = family
+    unit = "uint64_t /*ne13*/, "
+    editor = cad_vllm.VLLMEditor(llm, max_new_tokens=400, splice=splice)
+    monkeypatch.setattr(_vllm_processor._RequestConstraint, "__call__",
+                        _wanting(editor.adapter, '<program><copy lines="1-2"/><gen>\n    f(' + unit * 200))
+    got = editor.run(DOC, "edit")
+    assert not got.complete and got.stats.stopped_early and got.stats.stop_reason == "repetition", got.program
+    body = got.program.split("<gen>", 1)[1]
+    assert looping(body, DOC) is not None and len(body) < MIN_CHARS + 3 * len(unit) + 8  # stopped at once
+    assert not llm.llm_engine.has_unfinished_requests()
+    off = cad_vllm.VLLMEditor(llm, max_new_tokens=400, splice=splice, repetition_guard=False).run(DOC, "edit")
+    assert off.stats.stop_reason == "max_new_tokens" and len(off.program) > len(got.program) + 100
     assert not llm.llm_engine.has_unfinished_requests()
 
 

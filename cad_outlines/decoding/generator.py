@@ -6,7 +6,8 @@ The one decode loop (:meth:`CaDGenerator._decode`) reads top to bottom::
     repeat until </program>:
         mask    the constraint's allowed set        (ProgramConstraint.allowed)
         choose  argmax / sample / the forced program's next token (the model asking
-                for </program> inside a gen ends the program there: .ending)
+                for </program> inside a gen ends the program there: .ending; a gen
+                repeating itself stops the run: .repetition)
         advance the grammar with it; take the grammar-forced run after it
         splice  the adapter's ids of every copy op that just completed
         verify  the leading tokens a draft already put in the cache are kept; the
@@ -39,6 +40,7 @@ from .constraint import LoopConstraint, ProgramConstraint, Unconstrained
 from .document import DocumentView
 from .drafting import DraftBudget, Drafter, forward_clock
 from .ending import asked_end, end_program
+from .repetition import GenGuard, haystack
 from .defaults import DEFAULT_MAX_NEW_TOKENS, check_budget, check_layout, check_request
 from .forcing import ForcedText, forced_rejected
 from .options import Instrumentation, LoopSwitches
@@ -95,7 +97,7 @@ class CaDGenerator(SteerableGenerator):
         :class:`~.sampler.SamplingOptions`, every call's defaults (``temperature=0``: greedy).
     loop
         :class:`~.options.LoopSwitches`: splices, forced runs, drafts and their cost curve,
-        the opt-in guards (``monotone_copies``, ``max_gen_tokens``), logits processors.
+        the guards (``monotone_copies``, ``max_gen_tokens``, ``repetition_guard``), logits processors.
     mode
         Resolver mode, ``"strict"`` or ``"clipped"``.
     adapter
@@ -390,9 +392,9 @@ class CaDGenerator(SteerableGenerator):
             text = force_program if isinstance(force_program, str) else program.render(force_program)
             forced = ForcedText.from_text(self.adapter, text, segmented=constrained)
         trace = AlphaTrace() if self.instrumentation.trace_alpha else None
-        gen_cap = self.loop.max_gen_tokens if constrained and force_program is None else None
+        guard = (GenGuard(self.loop.max_gen_tokens, haystack(self.view.text, prompt) if self.loop.repetition_guard
+                          else None) if constrained and force_program is None else None)
         ends = constrained and force_program is None and not self.view.holds_program_close  # .ending
-        gen_tokens = 0  # tokens chosen in the current gen body
         sampler = Sampler(sampling, processors=self.loop.logits_processors)
 
         prompt_ids = self._prompt_ids(prompt, plain_prompt)
@@ -424,11 +426,9 @@ class CaDGenerator(SteerableGenerator):
             if stats.program_tokens >= max_new_tokens:
                 stats.stopped_early, stats.stop_reason = True, "max_new_tokens"
                 break
-            if gen_cap is not None:
-                gen_tokens = gen_tokens + 1 if constraint.in_gen else 0
-                if gen_tokens > gen_cap:
-                    stats.stopped_early, stats.stop_reason = True, "max_gen_tokens"
-                    break
+            if guard is not None and (reason := guard.stop(constraint)):
+                stats.stopped_early, stats.stop_reason = True, reason  # max_gen_tokens, repetition
+                break
             # mask
             mark("mask")
             allowed = constraint.allowed(self.runner.vocab_size)

@@ -102,6 +102,11 @@ class LoopSwitches:
         Opt-in guard: a cap on the tokens of one gen body; a body that reaches it stops
         the run (``stats.stopped_early``, ``stats.stop_reason == "max_gen_tokens"``), so a
         model re-typing the document in a gen ends early instead of spending the budget.
+    repetition_guard
+        Guard, on by default: a gen body that ends in a short unit repeated more than the
+        document or the instruction ever repeats it (:mod:`.repetition`) stops the run
+        (``stats.stop_reason == "repetition"``), after about a hundred tokens of loop
+        instead of at the budget. ``False``: off.
     follow_prediction
         With a ``prediction`` (:meth:`~.generator.CaDGenerator.apply`, the server's
         snippets and predicted outputs): where the predicted program's next token is
@@ -131,6 +136,7 @@ class LoopSwitches:
     monotone_copies: bool | Literal["model"] = FROM_MODEL
     copy_ratio: float | None = COPY_RATIO
     max_gen_tokens: int | None = None
+    repetition_guard: bool = True
     follow_prediction: float | Literal["model"] | None = MODEL_FLOOR
     logits_processors: Sequence[LogitsProcessor] = ()
 

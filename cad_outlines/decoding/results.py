@@ -87,7 +87,7 @@ class CaDStats:
     compile_seconds: float = 0.0
     tokenizer_setup_seconds: float = 0.0
     stopped_early: bool = False
-    stop_reason: str = ""  # "max_new_tokens", "max_gen_tokens" or "context" when stopped early
+    stop_reason: str = ""  # "max_new_tokens", "max_gen_tokens", "repetition" or "context" when stopped early
     #: The model asked for ``</program>`` inside a gen body; the program ended there (.ending).
     ended_in_gen: bool = False
 

@@ -30,7 +30,10 @@ When the constraint cannot go on (a forced token it rejects, a dead end), the pr
 allows only the end-of-sequence token: the request ends and the driver reports it. It
 does so too where the model asks for ``</program>`` inside a gen body
 (:func:`~cad_outlines.decoding.ending.asked_end`): the driver then ends the program
-there, as the transformers loop does (:func:`~cad_outlines.decoding.ending.ended_in_gen`).
+there, as the transformers loop does (:func:`~cad_outlines.decoding.ending.ended_in_gen`),
+and where a gen body repeats itself past anything in ``haystack`` (the document and the
+instruction; :mod:`~cad_outlines.decoding.repetition`): the driver then stops the edit,
+``stop_reason == "repetition"``.
 An exception here would take the whole engine down, not just one request.
 """
 
@@ -47,6 +50,7 @@ from ..decoding.constraint import ProgramConstraint
 from ..decoding.document import copy_indices
 from ..decoding.drafting import Drafter
 from ..decoding.ending import asked_end
+from ..decoding.repetition import repeating
 from ..decoding.sampler import holds
 from ..language import program
 from ..language.program import Copy, CopyTokens
@@ -83,6 +87,8 @@ class CaDLogitsProcessor(AdapterLogitsProcessor):
                                  f"got {args.get(key)!r}")
         if "upper" in args and args["granularity"] not in ("lines", "tokens"):
             raise ValueError(f"extra_args[{EXTRA_KEY!r}]['granularity'] must be 'lines' or 'tokens'")
+        if args.get("haystack") is not None and not isinstance(args["haystack"], str):
+            raise ValueError(f"extra_args[{EXTRA_KEY!r}]['haystack'] must be of type str")
         follow = args.get("follow")
         if follow is not None:
             from ..adapters import ADAPTERS
@@ -168,6 +174,7 @@ class _RequestConstraint:
         self.failed = False
         self.pause = bool(args.get("pause"))
         self.ends = not args.get("keep_program_close")  # the document holds </program> as text
+        self.haystack: str | None = args.get("haystack")  # the repetition guard's text (absent: off)
         self.keep_going = {tuple(pair) for pair in args.get("keep_going", ())}
         self.paused = False
         self.follow = follow
@@ -191,6 +198,9 @@ class _RequestConstraint:
                     isinstance(op, (Copy, CopyTokens)) and (op.start, op.end) not in self.keep_going for op in ops))
             self.seen = len(output_ids)
         if self.failed or self.paused or (constraint is not None and constraint.done):
+            return self._only_eos(logits)
+        if self.haystack is not None and self._repeating():
+            self.failed = True  # the driver reads the loop off its own text: stop_reason "repetition"
             return self._only_eos(logits)
         allowed = constraint.allowed(logits.shape[-1]) if constraint is not None else None
         if self.force is not None:
@@ -221,6 +231,13 @@ class _RequestConstraint:
             except Exception:  # noqa: BLE001 - a prior that fails must not take the engine down
                 self.follow = None  # the model alone from here, as where the program leaves the plan
         return logits.masked_fill_(~allowed, float("-inf"))
+
+    def _repeating(self) -> bool:
+        try:
+            return repeating(self.constraint, self.haystack) is not None
+        except Exception:  # noqa: BLE001 - a check that fails must not take the engine down
+            self.haystack = None
+            return False
 
     @staticmethod
     def _only(logits: torch.Tensor, token: int) -> torch.Tensor:

@@ -11,7 +11,7 @@ kept. :class:`RegenSession` is the regeneration baseline, one request per edit.
 
 The editor is duck-typed (``adapter``, ``granularity``, ``prompt_style``, ``sampling``,
 ``max_new_tokens``, ``block_size``, ``max_positions``, ``mode``, ``splice``,
-``follow_prediction``) so this module
+``follow_prediction``, ``repetition_guard``) so this module
 does not import its driver.
 """
 
@@ -29,6 +29,7 @@ from ..decoding.constraint import ProgramConstraint
 from ..decoding.document import DocumentView
 from ..decoding.ending import end_program, ended_in_gen
 from ..decoding.forcing import forced_ids, forced_rejected
+from ..decoding.repetition import haystack, repeating
 from ..decoding.results import CaDResult, context_limit
 from ..language import program, syntax
 from ..language.oracle import oracle_program
@@ -77,6 +78,9 @@ class EditSession:
             plan = oracle_program(self.view.text, self.view.read_form(prediction))
             self.follow = {"plan": program.render(plan), "lines": list(self.view.lines),
                            "floor": float(editor.follow_prediction), "adapter": adapter.name}
+        #: the repetition guard's text (:mod:`~cad_outlines.decoding.repetition`); None: off
+        self.haystack = (haystack(self.view.text, instruction)
+                         if editor.repetition_guard and force_program is None else None)
         #: called with the ops each finished request completes (a server streams their text)
         self.on_ops = on_ops
         self.stats = VLLMStats(prompt_tokens=len(prompt))
@@ -123,6 +127,8 @@ class EditSession:
             args["inside"] = self.view.inside
         if self.constraint.monotone:
             args["monotone"] = True
+        if self.haystack is not None:
+            args["haystack"] = self.haystack
         if self.forced is not None:
             args["force"] = self.forced[len(self.program_ids):]
         elif self.follow is not None:
@@ -176,8 +182,11 @@ class EditSession:
             ids.pop()
         clock = time.perf_counter()
         new_ops = self.constraint.advance(ids)
-        ending = (ended_in_gen(self.constraint, self.granularity == "lines")
-                  if ended and self.forced is None and not self.view.holds_program_close else None)
+        # The processor ended the request: a looping gen (the same check on the same
+        # text), else, inside a gen, where the model asked for </program>.
+        looped = ended and self.haystack is not None and repeating(self.constraint, self.haystack) is not None
+        ending = (ended_in_gen(self.constraint, self.granularity == "lines") if ended and not looped
+                  and self.forced is None and not self.view.holds_program_close else None)
         if ending is not None:  # the processor stopped where the model asked for </program>
             new_ops += self.constraint.advance(end_program(self.constraint, ending, self.adapter.encode))
             stats.ended_in_gen = True
@@ -197,6 +206,8 @@ class EditSession:
             self._over = True
             if self.forced is not None:
                 raise forced_rejected(self.constraint.text)
+            if looped:
+                stats.stopped_early, stats.stop_reason = True, "repetition"
 
     def _finish(self) -> None:
         """Mark the edit over: its latency ends here (not when the last edit ends)."""

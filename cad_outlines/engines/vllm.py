@@ -161,6 +161,10 @@ class VLLMEditor:
         the transformers engine's ``LoopSwitches.follow_prediction``. ``"model"`` (the
         default): the floor recorded with the model (``cad_apply_floor``), else none;
         ``None``: the prediction is not used.
+    repetition_guard
+        Stop an edit whose gen body repeats itself past anything in the document or the
+        instruction (``stop_reason == "repetition"``), as the transformers engine's
+        ``LoopSwitches.repetition_guard`` (on by default).
 
     Raises
     ------
@@ -177,7 +181,7 @@ class VLLMEditor:
                  seed: int | None = None, mode: Literal["strict", "clipped"] = "strict",
                  adapter: str | Adapter | None = None, prompt_style: str | None = None,
                  splice: Splice | None = None, follow_prediction: float | str | None = MODEL_FLOOR,
-                 **sampling: Any):
+                 repetition_guard: bool = True, **sampling: Any):
         # The loop's checks and messages (granularity, mode, budget, sampling); then refuse what this driver cannot honour (the
         # transformers loop applies these after the mask; here vLLM's sampler would not).
         check_request(granularity, mode)
@@ -226,6 +230,7 @@ class VLLMEditor:
         #: The prior a prediction gives (see the ``follow_prediction`` parameter).
         self.follow_prediction: float | None = (recorded_floor(engine.model_config.hf_config)
                                                 if follow_prediction == MODEL_FLOOR else follow_prediction)
+        self.repetition_guard = bool(repetition_guard)
         #: How spans enter the KV cache (see the ``splice`` parameter).
         self.splice: Splice = splice or "request"
         self._ids = itertools.count()
