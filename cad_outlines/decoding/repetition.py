@@ -78,16 +78,17 @@ def looping(body: str, document: str) -> Loop | None:
     # find rules out almost every step before the O(WINDOW) period computation.
     if tail.find(probe, max(0, len(tail) - _PROBE - UNIT_MAX), len(tail) - 1) < 0:
         return None
-    loop = _periodic_tail(tail)
+    loop = periodic_tail(tail)
     if loop is None or tail[-loop.chars:] in document:
         return None
     return loop
 
 
-def _periodic_tail(tail: str) -> Loop | None:
-    """The longest suffix of ``tail`` whose smallest period is at most UNIT_MAX and which
-    repeats that period often enough (prefix function of the reversed text: the smallest
-    period of its first m characters is m minus their longest border)."""
+def periodic_tail(tail: str, repeats: int = MIN_REPEATS, chars: int = MIN_CHARS) -> Loop | None:
+    """The longest suffix of ``tail`` whose smallest period is at most UNIT_MAX, repeated
+    at least ``repeats`` times over at least ``chars`` characters (prefix function of the
+    reversed text: the smallest period of its first m characters is m minus their
+    longest border)."""
     text = tail[::-1]
     border = [0] * len(text)
     k = 0
@@ -97,9 +98,9 @@ def _periodic_tail(tail: str) -> Loop | None:
         if text[i] == text[k]:
             k += 1
         border[i] = k
-    for m in range(len(text), MIN_CHARS - 1, -1):
+    for m in range(len(text), max(chars, 1) - 1, -1):
         unit = m - border[m - 1]
-        if unit <= UNIT_MAX and m >= MIN_REPEATS * unit:
+        if unit <= UNIT_MAX and m >= repeats * unit:
             return Loop(unit, m)
     return None
 
