@@ -208,6 +208,10 @@ def test_v2_reports_by_subset(tiny_model):
     assert ("Programs ended inside a gen" in table) == bool(ended)
     report["summaries"]["cad/greedy"]["all"]["ended_in_gen"] = 2
     assert "where the model asked for the end (docs/generator.md): cad 2." in format_table(report)
+    stops = [r["stop_reason"] for r in report["records"] if r["stop_reason"]]
+    assert report["summaries"]["cad/greedy"]["all"]["stopped"] == {reason: stops.count(reason) for reason in stops}
+    report["summaries"]["cad/greedy"]["all"]["stopped"] = {"repetition": 1, "max_new_tokens": 2}
+    assert "by reason: cad/greedy max_new_tokens 2, repetition 1." in format_table(report)
 
 
 def test_a_floor_sweep_runs_side_by_side(tiny_model):

@@ -56,7 +56,7 @@ import json
 import os
 import statistics
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any, Callable, Sequence
@@ -380,6 +380,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"n": len(rows), "exact": share("exact"), "complete": share("complete"),
             "dropped_tail": sum(bool(r.get("dropped_tail")) for r in rows),
             "ended_in_gen": sum(bool(r.get("ended_in_gen")) for r in rows),  # the decoding.ending rule
+            "stopped": dict(Counter(r["stop_reason"] for r in rows if r.get("stop_reason"))),
             # what an edit that comes out right costs: every run's CPU over the exact ones
             "cpu_seconds_per_exact": round(sum(r["cpu_total_seconds"] for r in rows) / exact, 3) if exact else None,
             "valid_of_complete": round(sum(r["valid"] for r in complete) / len(complete), 4) if complete else None,

@@ -55,6 +55,12 @@ def format_table(report: dict[str, Any]) -> str:
     if ended:
         out += ["", "Programs ended inside a gen where the model asked for the end (docs/generator.md): "
                 + ", ".join(f"{name} {count}" for name, count in ended.items()) + "."]
+    stopped = {key: (s.get("all") or {}).get("stopped") for key, s in report["summaries"].items()}
+    stopped = {key: reasons for key, reasons in stopped.items() if reasons}
+    if stopped:  # the token budget, the context, a repeating gen (docs/generator.md)
+        out += ["", "Runs stopped before the program's end, by reason: " + "; ".join(
+            f"{key} " + ", ".join(f"{reason} {count}" for reason, count in sorted(reasons.items()))
+            for key, reasons in stopped.items()) + "."]
     out += ["", _speed_table(report, greedy)]
     subsets = sorted({r.get("subset", "-") for r in report["records"]} - {"-"})
     if subsets:  # the v2 set: exact / complete / dropped tails / CPU s per exact edit, per subset
