@@ -157,6 +157,9 @@ def _add_edit(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-duplication", action="store_true",
                    help="accept an edit whose copies repeat more than half of a file's lines "
                         "(refused by default: that is a model looping on copies)")
+    p.add_argument("--allow-repetition", action="store_true",
+                   help="let a gen repeat the same text more than the file ever does (by default such "
+                        "a gen stops the run: that is a model in a loop)")
     p.add_argument("--granularity", choices=["lines", "tokens"], default="lines",
                    help="copy whole lines or document tokens")
     p.add_argument("--force-program", metavar="PROGRAM",
@@ -204,7 +207,8 @@ def _run_edit(args: argparse.Namespace) -> int:
     options = EditOptions(granularity=args.granularity, max_new_tokens=args.max_new_tokens,
                           temperature=args.temperature, top_p=args.top_p, seed=args.seed,
                           allow_deletion=args.allow_deletion,
-                          allow_duplication=args.allow_duplication, follow_prediction=args.follow_prediction)
+                          allow_duplication=args.allow_duplication, allow_repetition=args.allow_repetition,
+                          follow_prediction=args.follow_prediction)
     job = EditJob(documents, instruction, options, engine=args.engine, model=args.model, preset=args.preset,
                   device=args.device, dtype=args.dtype, force_program=args.force_program,
                   forward_cost_file=args.forward_cost,

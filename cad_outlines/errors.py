@@ -227,18 +227,21 @@ class CopyRangeError(ReplyError):
 # --- the model's output -----------------------------------------------------------------
 
 
+#: Why a run stopped before ``</program>`` (``CaDStats.stop_reason``), in words; the token
+#: budget (``max_new_tokens``) is worded by each caller, which knows its option's name.
+STOPPED_BECAUSE = {"max_gen_tokens": "a gen body reached max_gen_tokens",
+                   "repetition": "a gen body kept repeating the same text, more than the document ever does",
+                   "context": "the model's context (max_position_embeddings) ran out"}
+
+
 class IncompleteProgramError(ModelOutputError, RuntimeError):
     """The run stopped before ``</program>`` (``result.stats.stop_reason`` says why: the
     token budget, the gen cap, a gen repeating itself or the model's context); ``.result``
     holds the complete ops."""
 
-    _WHY = {"max_gen_tokens": "a gen body reached max_gen_tokens",
-            "repetition": "a gen body kept repeating the same text, more than the document ever does",
-            "context": "the model's context (max_position_embeddings) ran out"}
-
     def __init__(self, result: Any):
         self.result = result  # a CaDResult
-        why = self._WHY.get(result.stats.stop_reason, "max_new_tokens ran out")
+        why = STOPPED_BECAUSE.get(result.stats.stop_reason, "max_new_tokens ran out")
         super().__init__(f"{why} after {len(result.ops)} complete op(s); no edited document was produced"
                          + (" (raise max_new_tokens)" if why.startswith("max_new") else ""))
 

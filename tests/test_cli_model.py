@@ -155,6 +155,32 @@ def test_copies_that_repeat_most_of_a_file_need_their_flag(tmp_path, capsys):
     assert src.read_bytes() == before + b"".join(f"line {k}\n".encode() for k in range(3, 10))
 
 
+def test_a_repeating_gen_is_named_and_its_flag_lifts_the_guard(tmp_path, capsys, monkeypatch):
+    """A run the repetition guard stopped is reported as that, with the flag that lifts
+    the guard; ``--allow-repetition`` reaches the loop as ``repetition_guard=False``."""
+    from types import SimpleNamespace
+
+    from cad_outlines.decoding import generator
+    from cad_outlines.tools.edit import EditOptions, judge
+
+    stopped = SimpleNamespace(document=None, ops=[], stats=SimpleNamespace(stop_reason="repetition"))
+    verdict = judge("a.py", "x = 1\n", stopped, EditOptions()).error
+    assert "kept repeating the same text" in verdict and "--allow-repetition" in verdict
+    assert "max-new-tokens" not in verdict and "nothing was written" in verdict
+    guards, real = [], generator.CaDGenerator.__init__
+
+    def spy(self, *args, loop=None, **kwargs):
+        guards.append(loop.repetition_guard)
+        real(self, *args, loop=loop, **kwargs)
+
+    monkeypatch.setattr(generator.CaDGenerator, "__init__", spy)
+    src = tmp_path / "a.py"
+    src.write_text("x = 1\ny = 2\n", encoding="utf-8")
+    for flag in ((), ("--allow-repetition",)):
+        edit(src, "--instruction", "swap", "--max-new-tokens", "4", "-q", *flag)
+    assert guards == [True, False]
+
+
 def test_edit_missing_file_is_a_clear_error(tmp_path, capsys):
     assert edit(tmp_path / "nope.py", "--instruction", "x") == 2
     assert "nope.py" in capsys.readouterr().err

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from ..decoding.defaults import DEFAULT_MAX_NEW_TOKENS, MODEL_FLOOR, explicit_floor
-from ..errors import ContextLengthError, InputError
+from ..errors import STOPPED_BECAUSE, ContextLengthError, InputError
 from ..language.program import repeated_lines
 from .calibration import AUTO, NO_COST_ON_VLLM, forward_cost_for, load_forward_cost
 from .diffs import line_summary
@@ -46,6 +46,7 @@ class EditOptions:
     forward_cost: Any = None  # a ForwardCost (transformers only): drafts cut to what pays
     allow_deletion: bool = False  # accept an edit that leaves under half the lines
     allow_duplication: bool = False  # accept copies that repeat over half the lines
+    allow_repetition: bool = False  # no repetition guard (a gen repeating itself stops the run)
     follow_prediction: float | str | None = MODEL_FLOOR  # with --update: the merge as a prior (LoopSwitches)
 
 
@@ -147,10 +148,11 @@ def judge(name: str, document: str, result: Any, options: EditOptions) -> EditOu
     or writable."""
     stats = result.stats
     if result.document is None:
-        why = ("the model's context (max_position_embeddings) ran out" if stats.stop_reason == "context"
-               else f"it was not finished within --max-new-tokens {options.max_new_tokens}")
+        why = STOPPED_BECAUSE.get(stats.stop_reason,
+                                  f"it was not finished within --max-new-tokens {options.max_new_tokens}")
+        hint = " (pass --allow-repetition to let it go on)" if stats.stop_reason == "repetition" else ""
         return EditOutcome(name, document, result,
-                           f"{name}: {why} ({len(result.ops)} complete op(s)); nothing was written")
+                           f"{name}: {why} ({len(result.ops)} complete op(s)); nothing was written{hint}")
     summary = line_summary(document, result.document)
     kept_lines = summary["kept"] + summary["added"]
     original_lines = summary["kept"] + summary["removed"]
@@ -244,7 +246,8 @@ def edit_with_transformers(model: Any, documents: dict[str, str], instruction: s
         generator = CaDGenerator(model, document, granularity=options.granularity,
                                  max_new_tokens=options.max_new_tokens, sampling=sampling,
                                  loop=LoopSwitches(forward_cost=options.forward_cost,
-                                                   follow_prediction=options.follow_prediction),
+                                                   follow_prediction=options.follow_prediction,
+                                                   repetition_guard=not options.allow_repetition),
                                  instrumentation=Instrumentation(runner=runner))
         with DecodeProgress(name, options.max_new_tokens, enabled=progress) as bar:
             try:
@@ -292,7 +295,8 @@ def edit_with_vllm(model_dir: str, documents: dict[str, str], instruction: str, 
         editor = cad_vllm.VLLMEditor(llm, granularity=options.granularity, max_new_tokens=options.max_new_tokens,
                                      temperature=options.temperature, top_p=options.top_p,
                                      seed=options.seed if options.temperature > 0 else None,
-                                     follow_prediction=options.follow_prediction)
+                                     follow_prediction=options.follow_prediction,
+                                     repetition_guard=not options.allow_repetition)
         predictions = None
         if update is not None:
             predictions = [editor.predicted(document, update) for document in documents.values()]
