@@ -10,7 +10,10 @@ Greedy, one torch thread, the `qwen2.5-coder-0.5b` preset (``--adapter``: a run'
 place of the shipped adapter; use the one the records were made with). Prints one line
 per edit and a summary: where the oracle's program is the likelier one, greedy decoding
 missed a program the model prefers (a search error); where it is not, the model prefers
-its wrong program (a model error) and only training moves it.
+its wrong program (a model error) and only training moves it. Each line also says where
+the two part: the first chosen token that differs (``part``: ``index`` inside a copy tag,
+``gen`` inside a gen body, ``op`` choosing the next op), the model's probability of the
+oracle's token and of the greedy one there, and the text before it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ def main() -> None:
     from cad_outlines.decoding.options import Instrumentation
     from cad_outlines.generate import cad
     from cad_outlines.language.oracle import oracle_program
+    from cad_outlines.language.program import render
     from cad_outlines.tools.models import build
 
     torch.set_num_threads(1)
@@ -48,19 +52,35 @@ def main() -> None:
     search = 0
     for r in records:
         case = cases[r["case"]]
-        scores = {}
+        scores, probs = {}, {}
         gen = cad(model, case.doc, max_new_tokens=4096, instrumentation=Instrumentation(trace_alpha=True))
-        for name, program in (("oracle", oracle_program(case.doc, case.gold)), ("chosen", r["output"])):
+        texts = {"oracle": render(oracle_program(case.doc, case.gold)), "chosen": r["output"]}
+        for name, program in texts.items():
             result = gen.run(case.meta["instruction"], force_program=program)
-            scores[name] = result.alpha.log_likelihood
+            scores[name], probs[name] = result.alpha.log_likelihood, result.alpha.chosen_probs
         row = {"case": r["case"], "kind": r["kind"], "oracle": round(scores["oracle"], 3),
-               "chosen": round(scores["chosen"], 3)}
+               "chosen": round(scores["chosen"], 3), **_parting(texts, probs)}
         search += scores["oracle"] > scores["chosen"]
         print(json.dumps(row), flush=True)
         if args.out:  # one line at a time, so a stopped run keeps what it measured
             with open(args.out, "a") as out:
                 out.write(json.dumps(row) + "\n")
     print(f"{search} of {len(records)} wrong programs: the oracle's program is the likelier one")
+
+
+def _parting(texts: dict[str, str], probs: dict[str, list[float]]) -> dict[str, object]:
+    """Where the oracle's and the greedy program part: the same prefix gives the same
+    distribution, so the first chosen step whose probabilities differ is the first
+    differing choice; the texts' first differing character says what was being written."""
+    oracle, chosen = probs["oracle"], probs["chosen"]
+    step = next((i for i in range(min(len(oracle), len(chosen))) if oracle[i] != chosen[i]), None)
+    a, b = texts["oracle"], texts["chosen"]
+    at = next((i for i in range(min(len(a), len(b))) if a[i] != b[i]), min(len(a), len(b)))
+    before = a[:at]
+    part = ("index" if before.rfind("<copy") > before.rfind(">") else
+            "gen" if before.rfind("<gen>") > before.rfind("</gen>") else "op")
+    return {"part": part, "p_oracle": None if step is None else round(oracle[step], 4),
+            "p_chosen": None if step is None else round(chosen[step], 4), "before": before[-40:]}
 
 
 if __name__ == "__main__":
