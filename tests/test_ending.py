@@ -16,33 +16,10 @@ from cad_outlines.adapters import get_adapter
 from cad_outlines.bench.fuzz import BiasedGenerator, check_result, draw_case
 from cad_outlines.decoding.generator import CaDGenerator
 from cad_outlines.decoding.options import Instrumentation, LoopSwitches
-from cad_outlines.decoding.runner import TransformersRunner
 from cad_outlines.language import syntax
-from testdata import FAMILY_PRESETS, continuation_bias, prefix_hook
+from testdata import FAMILY_PRESETS, WantsText, continuation_bias, prefix_hook
 
 DOC = "alpha = 1\nbeta = 2\ngamma = 3\n"
-
-
-class WantsText(TransformersRunner):
-    """The model's side, preferring at every step the longest token that continues
-    ``wanted`` from the program fed so far (splices and drafts off: what follows the
-    prompt is the program)."""
-
-    def __init__(self, hf_model, tokenizer, wanted: str):
-        super().__init__(hf_model)
-        self.adapter = get_adapter(tokenizer)
-        self.boost = continuation_bias(self.adapter, wanted)
-        self.prompt: int | None = None
-        self.fed: list[int] = []
-
-    def forward(self, ids, cache, rows=1):
-        logits = super().forward(ids, cache, rows).clone()  # inference tensors are read-only
-        if self.prompt is None:
-            self.prompt = len(ids)
-        del self.fed[cache.get_seq_length() - len(ids):]  # a fresh cache starts a new run
-        self.fed.extend(ids)
-        self.boost(self.adapter.decode(self.fed[self.prompt:]), logits)
-        return logits
 
 
 def _editor(model, wanted: str, granularity: str = "lines") -> CaDGenerator:

@@ -17,8 +17,7 @@ import pytest
 from cad_outlines.decoding.generator import CaDGenerator, IncompleteProgramError
 from cad_outlines.decoding.options import Instrumentation, LoopSwitches
 from cad_outlines.decoding.repetition import MIN_CHARS, MIN_REPEATS, UNIT_MAX, looping
-from test_ending import WantsText
-from testdata import FAMILY_PRESETS, corpus_records
+from testdata import FAMILY_PRESETS, WantsText, corpus_records
 
 DOC = "alpha = 1\nbeta = 2\ngamma = 3\n"
 UNIT = "uint64_t /*ne13*/, "  # the shipped adapter's loop on a C file (docs/learn.md)

@@ -12,6 +12,9 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from cad_outlines.adapters import get_adapter
+from cad_outlines.decoding.runner import TransformersRunner
+
 #: The repository's root (grammars/, adapters/, docs/, pyproject.toml).
 ROOT = Path(__file__).resolve().parents[1]
 #: tests/fixtures: tokenizers, corpus sample, conformance vectors.
@@ -130,3 +133,26 @@ def _pieces(adapter) -> dict[str, list[int]]:
             table.setdefault(adapter.decode([tid]), []).append(tid)
         _PIECES[key] = (adapter.tokenizer, table)
     return _PIECES[key][1]
+
+
+class WantsText(TransformersRunner):
+    """A runner whose model wants one program text (tests/test_ending.py, test_repetition.py):
+    the model's side, preferring at every step the longest token that continues
+    ``wanted`` from the program fed so far (splices and drafts off: what follows the
+    prompt is the program)."""
+
+    def __init__(self, hf_model, tokenizer, wanted: str):
+        super().__init__(hf_model)
+        self.adapter = get_adapter(tokenizer)
+        self.boost = continuation_bias(self.adapter, wanted)
+        self.prompt: int | None = None
+        self.fed: list[int] = []
+
+    def forward(self, ids, cache, rows=1):
+        logits = super().forward(ids, cache, rows).clone()  # inference tensors are read-only
+        if self.prompt is None:
+            self.prompt = len(ids)
+        del self.fed[cache.get_seq_length() - len(ids):]  # a fresh cache starts a new run
+        self.fed.extend(ids)
+        self.boost(self.adapter.decode(self.fed[self.prompt:]), logits)
+        return logits

@@ -40,7 +40,7 @@ from .constraint import LoopConstraint, ProgramConstraint, Unconstrained
 from .document import DocumentView
 from .drafting import DraftBudget, Drafter, forward_clock
 from .ending import asked_end, end_program
-from .repetition import GenGuard, haystack
+from .repetition import GenGuard, retypable
 from .defaults import DEFAULT_MAX_NEW_TOKENS, check_budget, check_layout, check_request
 from .forcing import ForcedText, forced_rejected
 from .options import Instrumentation, LoopSwitches
@@ -392,7 +392,7 @@ class CaDGenerator(SteerableGenerator):
             text = force_program if isinstance(force_program, str) else program.render(force_program)
             forced = ForcedText.from_text(self.adapter, text, segmented=constrained)
         trace = AlphaTrace() if self.instrumentation.trace_alpha else None
-        guard = (GenGuard(self.loop.max_gen_tokens, haystack(self.view.text, prompt) if self.loop.repetition_guard
+        guard = (GenGuard(self.loop.max_gen_tokens, retypable(self.view.text, prompt) if self.loop.repetition_guard
                           else None) if constrained and force_program is None else None)
         ends = constrained and force_program is None and not self.view.holds_program_close  # .ending
         sampler = Sampler(sampling, processors=self.loop.logits_processors)

@@ -51,7 +51,7 @@ class Loop:
         return self.chars / self.unit
 
 
-def haystack(document: str, prompt: Prompt) -> str:
+def retypable(document: str, prompt: Prompt) -> str:
     """What a gen may retype, so never a loop: the document and the conversation."""
     return "\n".join([document, *(m["content"] for m in as_messages(prompt))])
 

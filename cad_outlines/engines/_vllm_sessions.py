@@ -29,7 +29,7 @@ from ..decoding.constraint import ProgramConstraint
 from ..decoding.document import DocumentView
 from ..decoding.ending import end_program, ended_in_gen
 from ..decoding.forcing import forced_ids, forced_rejected
-from ..decoding.repetition import haystack, repeating
+from ..decoding.repetition import repeating, retypable
 from ..decoding.results import CaDResult, context_limit
 from ..language import program, syntax
 from ..language.oracle import oracle_program
@@ -79,7 +79,7 @@ class EditSession:
             self.follow = {"plan": program.render(plan), "lines": list(self.view.lines),
                            "floor": float(editor.follow_prediction), "adapter": adapter.name}
         #: the repetition guard's text (:mod:`~cad_outlines.decoding.repetition`); None: off
-        self.haystack = (haystack(self.view.text, instruction)
+        self.haystack = (retypable(self.view.text, instruction)
                          if editor.repetition_guard and force_program is None else None)
         #: called with the ops each finished request completes (a server streams their text)
         self.on_ops = on_ops
