@@ -54,9 +54,8 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any, Callable, Sequence
@@ -74,6 +73,7 @@ from ..decoding.prompts import trained_style
 from ._checkpoint import RecordLog
 from ._loop import WarmPrefill, clocked_generator, cpu_run
 from .fuzz import check_result
+from .quality_report import group, summary
 
 __all__ = ["CONFIGS", "DEFAULT_CONFIGS", "QualityConfig", "config_of", "load_eval_cases", "run"]
 
@@ -371,46 +371,6 @@ def _run_text(model: Any, case: Case, budget: int, sampling: dict[str, Any]) -> 
             "cpu_total_seconds": cpu, "cpu_gen_seconds": cpu, "output": reply[:2000]}
 
 
-def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    def share(key: str) -> float:
-        return round(sum(bool(r[key]) for r in rows) / len(rows), 4)
-
-    complete = [r for r in rows if r["complete"]]
-    exact = sum(bool(r["exact"]) for r in rows)
-    return {"n": len(rows), "exact": share("exact"), "complete": share("complete"),
-            "dropped_tail": sum(bool(r.get("dropped_tail")) for r in rows),
-            "ended_in_gen": sum(bool(r.get("ended_in_gen")) for r in rows),  # the decoding.ending rule
-            "stopped": dict(Counter(r["stop_reason"] for r in rows if r.get("stop_reason"))),
-            # what an edit that comes out right costs: every run's CPU over the exact ones
-            "cpu_seconds_per_exact": round(sum(r["cpu_total_seconds"] for r in rows) / exact, 3) if exact else None,
-            "valid_of_complete": round(sum(r["valid"] for r in complete) / len(complete), 4) if complete else None,
-            "copies_in_range": share("copies_in_range"),
-            "forwards_mean": round(statistics.mean(r["forwards"] for r in rows), 1),
-            "cpu_seconds_mean": round(statistics.mean(r["cpu_total_seconds"] for r in rows), 3),
-            "cpu_gen_seconds_mean": round(statistics.mean(r["cpu_gen_seconds"] for r in rows), 3),
-            # warm: the prompt's constant head cached once per process (bench._loop.WarmPrefill)
-            "cpu_warm_seconds_mean": round(statistics.mean(r["cpu_gen_seconds"] + r["cpu_prefill_warm_seconds"]
-                                                           for r in rows), 3),
-            "prompt_tokens_mean": round(statistics.mean(r["prompt_tokens"] for r in rows), 1),
-            "prompt_tokens_cached_mean": round(statistics.mean(r["prompt_tokens_cached"] for r in rows), 1),
-            "program_tokens_mean": round(statistics.mean(r["program_tokens"] for r in rows), 1),
-            # CaD: the model's program against the oracle's, on the edits it got right
-            "program_over_oracle_exact": _ratio([r for r in rows if r["exact"] and "oracle_tokens" in r])}
-
-
-def _ratio(rows: list[dict[str, Any]]) -> float | None:
-    if not rows:
-        return None
-    return round(sum(r["program_tokens"] for r in rows) / sum(r["oracle_tokens"] for r in rows), 3)
-
-
-def _group(rows: list[dict[str, Any]], key: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in rows:
-        groups[key(r)].append(r)
-    return {k: _summary(v) for k, v in sorted(groups.items())}
-
-
 def _record_key(record: dict[str, Any]) -> tuple[str, str, str]:
     return record["config"], record["sampling"], record["case"]
 
@@ -602,9 +562,9 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
             rows = [r for r in records if r["config"] == name and r["sampling"] == label]
             synthetic = [r for r in rows if r["kind"] != "commit"]
             summaries[f"{name}/{label}"] = {
-                "all": _summary(rows), "synthetic": _summary(synthetic) if synthetic else None,
-                "by_kind": _group(rows, lambda r: r["kind"]), "by_corpus": _group(rows, lambda r: r["corpus"]),
-                "by_subset": _group(rows, lambda r: r.get("subset", "-"))}
+                "all": summary(rows), "synthetic": summary(synthetic) if synthetic else None,
+                "by_kind": group(rows, lambda r: r["kind"]), "by_corpus": group(rows, lambda r: r["corpus"]),
+                "by_subset": group(rows, lambda r: r.get("subset", "-"))}
     report = {"config": asdict(cfg), "jobs": jobs, "cases": len(cases), "seconds": round(time.time() - started, 1),
               "environment": {**env, "loadavg_end": environment()["loadavg_1_5_15"]}, "summaries": summaries,
               "records": records}

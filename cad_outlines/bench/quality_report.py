@@ -1,11 +1,55 @@
-"""The markdown tables of a ``bench quality`` report (:func:`.quality.run`): overall,
-speed against each family's regeneration row, by v2 subset, by edit kind and by corpus."""
+"""The summaries and markdown tables of a ``bench quality`` report (:func:`.quality.run`):
+overall, speed against each family's regeneration row, by v2 subset, by edit kind and by corpus."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import statistics
+from collections import Counter, defaultdict
+from typing import Any, Callable, Sequence
 
-__all__ = ["format_table"]
+__all__ = ["format_table", "group", "summary"]
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One configuration's records summed up: shares, counts, means and CPU per exact edit."""
+    def share(key: str) -> float:
+        return round(sum(bool(r[key]) for r in rows) / len(rows), 4)
+
+    complete = [r for r in rows if r["complete"]]
+    exact = sum(bool(r["exact"]) for r in rows)
+    return {"n": len(rows), "exact": share("exact"), "complete": share("complete"),
+            "dropped_tail": sum(bool(r.get("dropped_tail")) for r in rows),
+            "ended_in_gen": sum(bool(r.get("ended_in_gen")) for r in rows),  # the decoding.ending rule
+            "stopped": dict(Counter(r["stop_reason"] for r in rows if r.get("stop_reason"))),
+            # what an edit that comes out right costs: every run's CPU over the exact ones
+            "cpu_seconds_per_exact": round(sum(r["cpu_total_seconds"] for r in rows) / exact, 3) if exact else None,
+            "valid_of_complete": round(sum(r["valid"] for r in complete) / len(complete), 4) if complete else None,
+            "copies_in_range": share("copies_in_range"),
+            "forwards_mean": round(statistics.mean(r["forwards"] for r in rows), 1),
+            "cpu_seconds_mean": round(statistics.mean(r["cpu_total_seconds"] for r in rows), 3),
+            "cpu_gen_seconds_mean": round(statistics.mean(r["cpu_gen_seconds"] for r in rows), 3),
+            # warm: the prompt's constant head cached once per process (bench._loop.WarmPrefill)
+            "cpu_warm_seconds_mean": round(statistics.mean(r["cpu_gen_seconds"] + r["cpu_prefill_warm_seconds"]
+                                                           for r in rows), 3),
+            "prompt_tokens_mean": round(statistics.mean(r["prompt_tokens"] for r in rows), 1),
+            "prompt_tokens_cached_mean": round(statistics.mean(r["prompt_tokens_cached"] for r in rows), 1),
+            "program_tokens_mean": round(statistics.mean(r["program_tokens"] for r in rows), 1),
+            # CaD: the model's program against the oracle's, on the edits it got right
+            "program_over_oracle_exact": _ratio([r for r in rows if r["exact"] and "oracle_tokens" in r])}
+
+
+def _ratio(rows: list[dict[str, Any]]) -> float | None:
+    if not rows:
+        return None
+    return round(sum(r["program_tokens"] for r in rows) / sum(r["oracle_tokens"] for r in rows), 3)
+
+
+def group(rows: list[dict[str, Any]], key: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
+    """:func:`summary` of the records per value of ``key`` (an edit kind, a corpus)."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[key(r)].append(r)
+    return {k: summary(v) for k, v in sorted(groups.items())}
 
 
 def _speed_table(report: dict[str, Any], greedy: Sequence[str]) -> str:
