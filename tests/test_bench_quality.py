@@ -258,6 +258,7 @@ def test_a_resumed_run_verifies_into_the_logged_regeneration(tiny_model, tmp_pat
 def test_a_checkpointed_run_resumes_without_measuring_again(tiny_model, tmp_path, monkeypatch):
     from cad_outlines.bench import _checkpoint
     from cad_outlines.errors import InputError
+    from cad_outlines.tools.weights import adapter_dir, adapter_sha256
 
     model = tiny_model("tiny-qwen")
     loads = []
@@ -291,13 +292,25 @@ def test_a_checkpointed_run_resumes_without_measuring_again(tiny_model, tmp_path
     assert reads == [path]  # in one process the file is read once
     assert more["checkpoint"]["resumed"] == 4 and len(more["records"]) == 6 and loads == ["smollm2-135m", "smollm2-135m-regen"]
     assert all(json.loads(line) for line in path.read_text().splitlines())
+    # each record names its adapter's weights; one measured with other weights (a shipped
+    # adapter replaced between two runs) is measured again, not pooled into the table
+    shipped = adapter_sha256(adapter_dir("smollm2-135m-cad"))
+    records = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    assert [r["adapter_sha256"] for r in records if r["config"] == "cad"] == [shipped] * 3
+    stale = next(i for i, r in enumerate(records, 1) if r["config"] == "cad")
+    lines = path.read_text().splitlines()
+    lines[stale] = lines[stale].replace(shipped, "0" * 64)
+    path.write_text("\n".join(lines) + "\n")
+    loads.clear()
+    newer = run(cfg, cases=cases, loader=loader, checkpoint=path)
+    assert newer["checkpoint"]["resumed"] == 5 and loads == ["smollm2-135m"]
+    assert [r["adapter_sha256"] for r in newer["records"] if r["config"] == "cad"] == [shipped] * 3
+    assert run(cfg, cases=cases, loader=loader, checkpoint=path)["checkpoint"]["resumed"] == 6  # the new line wins
     with pytest.raises(InputError, match="other settings .*cad_budget: 16 -> 32"):
         run(QualityConfig(configs=("cad",), sampled=(), cad_budget=32), cases=cases, loader=loader, checkpoint=path)
     with pytest.raises(InputError, match="other settings .*cases"):
         run(cfg, cases=cases[1:], loader=loader, checkpoint=path)
     # another adapter in place of the shipped one: other records, refused by its weights' digest
-    from cad_outlines.tools.weights import adapter_dir, adapter_sha256
-
     folder = adapter_dir("smollm2-135m-compact")
     swapped = QualityConfig(configs=cfg.configs, sampled=(), cad_budget=16, regen_margin=4,
                             adapters=(("smollm2-135m", str(folder)),))

@@ -184,7 +184,8 @@ def _add_bench_quality(bench: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpoint", metavar="FILE.jsonl", default=None,
                    help="append each edit's record here as it is measured; run the same command again "
                         "to resume: records already there are taken, not measured again (other "
-                        "settings or eval cases are refused)")
+                        "settings or eval cases are refused; a record made with other adapter "
+                        "weights is measured again)")
     p.add_argument("--adapter", action="append", default=[], metavar="PRESET=DIR",
                    help="load the LoRA adapter in DIR (a training run's adapter/) in place of PRESET's "
                         "shipped one, to score a run before shipping it (its SHA-256 is recorded); repeatable")

@@ -397,6 +397,20 @@ def adapter_digests(cfg: QualityConfig) -> dict[str, str]:
     return {preset: adapter_sha256(folder) for preset, folder in cfg.adapters}
 
 
+def loaded_adapter_sha256(preset: str, swapped: dict[str, str]) -> str | None:
+    """The SHA-256 of the adapter ``preset`` loads (``swapped``'s in place of the shipped
+    one), ``None`` for a preset without one. Each record carries it, so that a checkpoint
+    resumed after a shipped adapter changed measures that preset's rows again instead of
+    pooling two models into one table."""
+    from ..tools.presets import REAL_PRESETS
+    from ..tools.weights import adapter_dir, adapter_sha256
+
+    if preset in swapped:
+        return adapter_sha256(swapped[preset])
+    shipped = getattr(REAL_PRESETS.get(preset), "adapter", None)
+    return adapter_sha256(adapter_dir(shipped)) if shipped else None
+
+
 def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
             loader: Callable[[str], Any] | None, checkpoint: tuple[str, dict[str, Any]] | RecordLog | None = None
             ) -> list[dict[str, Any]]:
@@ -411,9 +425,8 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
     from ..tools import models
 
     torch.set_num_threads(cfg.threads)
+    swapped = dict(cfg.adapters)
     if loader is None:
-        swapped = dict(cfg.adapters)
-
         def loader(preset: str) -> Any:
             return models.load(preset, adapter=swapped.get(preset))
     log = checkpoint
@@ -428,6 +441,7 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
         preset, method, options = config_of(name)
         plain = method in ("regen", "pld", "follow")
         model = None
+        weights = loaded_adapter_sha256(preset, swapped) if log else None
         own = cases
         if options.get("follow_prediction") is not None:  # without a snippet to merge it is the CaD row again
             own = [c for c in cases if update_of(c.meta["instruction"]) is not None]
@@ -439,6 +453,8 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
             for case in progress(subset, desc=f"{name} {label}", unit="edit"):
                 key = (preset, case.id)  # of the regeneration reply shared by a model's plain rows
                 found = log.get((name, label, case.id)) if log else None
+                if found is not None and found.get("adapter_sha256", weights) != weights:
+                    found = None  # measured with another adapter (records before the field: kept)
                 if found is not None:
                     if "reply" in found:  # a regeneration row's whole reply, for the PLD rows to verify into
                         texts[key, found["reply"]["budget"]] = found["reply"]["text"]
@@ -472,6 +488,7 @@ def _decode(cfg: QualityConfig, cases: Sequence[Case], configs: Sequence[str],
                     rec["oracle_tokens"] = _oracle_tokens(adapter, case)
                 records.append(rec)
                 if log:
+                    rec["adapter_sha256"] = weights
                     if method == "regen" and label == "greedy" and (key, budget) in texts:
                         # a resumed run's PLD rows verify into it instead of decoding the file
                         # again (``output`` keeps 2,000 characters); run() leaves it out of the report
@@ -531,7 +548,7 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
     if checkpoint is not None:
         settings = _settings(cfg, cases)  # of every eval case: a resumed run may pick other subsets
         opened = RecordLog(checkpoint, settings, _record_key)  # refuses other settings here
-        before = set(opened.done)
+        before = {k: r.get("adapter_sha256") for k, r in opened.done.items()}
         resume = (os.fspath(checkpoint), settings)
     if cfg.subsets:
         known = sorted({c.meta["subset"] for c in cases if c.meta.get("subset")})
@@ -571,5 +588,6 @@ def run(cfg: QualityConfig, *, cases: Sequence[Case] | None = None,
     if cfg.adapters:  # which weights the swapped presets ran with
         report["adapters"] = adapter_digests(cfg)
     if resume is not None:  # records measured by an earlier run: its seconds and environment are not these
-        report["checkpoint"] = {"path": resume[0], "resumed": sum(_record_key(r) in before for r in records)}
+        report["checkpoint"] = {"path": resume[0], "resumed": sum(
+            _record_key(r) in before and before[_record_key(r)] == r.get("adapter_sha256") for r in records)}
     return report
