@@ -36,6 +36,9 @@ def main(run: str, name: str) -> None:
     config = json.loads((run_dir / "adapter" / "adapter_config.json").read_text())
     record = json.loads((run_dir / "record.json").read_text())
     config["base_model_name_or_path"] = record["config"]["base"]
+    # peft writes its module set in hash order; sorted, a re-shipped adapter diffs only where it changed
+    if isinstance(config.get("target_modules"), list):
+        config["target_modules"] = sorted(config["target_modules"])
     (target / "adapter_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     weights = run_dir / "adapter" / "adapter_model.safetensors"
     if weights.stat().st_size > MAX_BYTES:
